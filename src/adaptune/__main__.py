@@ -1,0 +1,5 @@
+import sys
+
+from adaptune.cli import main
+
+sys.exit(main())

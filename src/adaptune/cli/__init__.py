@@ -1,0 +1,30 @@
+"""The ``adaptune`` command: a thin shell over the public API, one module per command group."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_GROUPS = ("adaptune.cli.core", "adaptune.cli.search", "adaptune.cli.adaptive")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="adaptune", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in COMMAND_GROUPS:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        print(f"adaptune {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
