@@ -1,7 +1,218 @@
-"""CLI commands of this group (being built; see docs/INTERFACES.md)."""
+"""Core commands: tune, show, import, export, devices, plot."""
+
+from __future__ import annotations
 
 import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+STRATEGY_HELP = "search strategy (see `adaptune.search.STRATEGIES`; default brute_force)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this group's commands to the parser."""
+    p = sub.add_parser("tune", help="tune a kernel: SPEC is a T1 .json file or a .py file defining `problem`")
+    p.add_argument("spec")
+    p.add_argument("--strategy", default="brute_force", help=STRATEGY_HELP)
+    p.add_argument("--max-evals", type=int)
+    p.add_argument("--max-seconds", type=float)
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--backend", choices=("opencl", "cuda", "python"), default="opencl")
+    p.add_argument("--device", default="0", help="device index or name")
+    p.add_argument("--db", default="adaptune.db")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds before one configuration is killed")
+    p.add_argument("--observe", action="append", default=[], help="observer, e.g. nvml (read-only)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--plot", help="also write a PNG plot of the run")
+    p.set_defaults(func=_tune)
+
+    p = sub.add_parser("show", help="list what a results database holds")
+    p.add_argument("--db", default="adaptune.db")
+    p.add_argument("--problem")
+    p.add_argument("--top", type=int, default=5)
+    p.set_defaults(func=_show)
+
+    p = sub.add_parser("import", help="import a Kernel Tuner cache (.json, .json.gz, open form) or T4 file")
+    p.add_argument("file")
+    p.add_argument("--db", default="adaptune.db")
+    p.add_argument("--name", help="problem name (default: the file's kernel name)")
+    p.set_defaults(func=_import)
+
+    p = sub.add_parser("export", help="export stored measurements of one problem")
+    p.add_argument("--db", default="adaptune.db")
+    p.add_argument("--problem", required=True)
+    p.add_argument("--format", choices=("kt", "t4", "csv"), default="kt")
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(func=_export)
+
+    p = sub.add_parser("devices", help="list the devices adaptune can tune on")
+    p.set_defaults(func=_devices)
+
+    p = sub.add_parser("plot", help="plot a stored tuning run (PNG)")
+    p.add_argument("--db", default="adaptune.db")
+    p.add_argument("--problem")
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(func=_plot)
+
+
+def _device_arg(text: str) -> int | str:
+    return int(text) if text.isdigit() else text
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from adaptune.tuning import tune
+    from adaptune.tuning.spec_file import load_problem
+
+    problem = load_problem(args.spec, backend=args.backend)
+    report = tune(problem, args.strategy, max_evals=args.max_evals, max_seconds=args.max_seconds,
+                  repeats=args.repeats, backend=args.backend, device=_device_arg(args.device), db=args.db,
+                  seed=args.seed, progress=not args.json, timeout_s=args.timeout,
+                  observers=tuple(args.observe))
+    if args.plot:
+        from adaptune.report.plots import plot_tuning
+
+        plot_tuning(report.results, args.plot, title=f"{problem.name} on {report.device.name}")
+    if args.json:
+        print(json.dumps(report.to_json()))
+    else:
+        print_report(report)
+    return 0
+
+
+def print_report(report, k: int = 5, console: Console | None = None) -> None:
+    """Top-k table plus the speed-up of the best over the default configuration."""
+    console = console or Console()
+    table = Table(title=f"{report.problem} on {report.device.name}: top {k} of {report.evaluated} evaluated")
+    table.add_column("rank", justify="right")
+    table.add_column("time (ms)", justify="right")
+    table.add_column("configuration")
+    for rank, r in enumerate(report.top(k), 1):
+        table.add_row(str(rank), f"{r.time_ms:.4f}", " ".join(f"{k}={v}" for k, v in r.config.items()))
+    console.print(table)
+    speedup = report.speedup_over_default
+    console.print(f"evaluated {report.evaluated} ({report.failed} failed, {report.reused} reused from the store) "
+                  f"in {report.wall_s:.1f} s")
+    if math.isfinite(speedup):
+        console.print(f"best {report.best_time_ms:.4f} ms vs default {report.default_time_ms:.4f} ms: "
+                      f"[bold]{speedup:.2f}x[/bold] speed-up over the default configuration")
+    console.print(f"database: {report.db}")
+
+
+def _open_store(path: str):
+    from adaptune.store import Store
+
+    if "://" not in path and not Path(path).exists():
+        raise FileNotFoundError(f"no such database: {path}")
+    return Store(path)
+
+
+def _problem_rows(store, name: str | None) -> list[dict]:
+    problems = store.problems()
+    if name is not None:
+        problems = [p for p in problems if p["name"] == name]
+        if not problems:
+            raise KeyError(f"no problem named {name!r} in the database")
+    return problems
+
+
+def _show(args: argparse.Namespace) -> int:
+    console = Console()
+    store = _open_store(args.db)
+    try:
+        devices = {d["id"]: d for d in store.devices()}
+        for prob in _problem_rows(store, args.problem):
+            results = store.results(problem_id=prob["id"])
+            ok = sorted((r for r in results if r.ok), key=lambda r: r.time_ms)
+            table = Table(title=f"{prob['name']} ({len(results)} measurements, {len(results) - len(ok)} failed)")
+            table.add_column("time (ms)", justify="right")
+            table.add_column("configuration")
+            for r in ok[: args.top]:
+                table.add_row(f"{r.time_ms:.4f}", " ".join(f"{k}={v}" for k, v in r.config.items()))
+            console.print(table)
+        console.print("devices: " + ", ".join(f"{d['name']} ({d['platform']})" for d in devices.values()))
+    finally:
+        store.close()
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from adaptune.store import load_recorded
+
+    recorded = load_recorded(args.file)
+    store = _open_store_create(args.db)
+    try:
+        ids = recorded.to_store(store, name=args.name)
+    finally:
+        store.close()
+    print(f"imported {len(recorded.results)} measurements of {recorded.kernel_name} "
+          f"({recorded.device_name}) into {args.db} as problem {ids[1]}")
+    return 0
+
+
+def _open_store_create(path: str):
+    from adaptune.store import Store
+
+    return Store(path)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from adaptune.store import RecordedSpace, write_kt_cache, write_t4
+
+    store = _open_store(args.db)
+    try:
+        (prob,) = _problem_rows(store, args.problem)[:1]
+        recorded = RecordedSpace.from_store(store, problem_id=prob["id"])
+    finally:
+        store.close()
+    if args.format == "kt":
+        write_kt_cache(args.output, recorded)
+    elif args.format == "t4":
+        write_t4(args.output, recorded)
+    else:
+        _write_csv(args.output, recorded)
+    print(f"wrote {len(recorded.results)} measurements to {args.output}")
+    return 0
+
+
+def _write_csv(path: str, recorded) -> None:
+    import csv
+
+    names = list(recorded.params)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*names, "status", "time_ms", "compile_ms", "samples"])
+        for r in recorded.results:
+            w.writerow([*(r.config.get(n) for n in names), str(r.status),
+                        r.time_ms if math.isfinite(r.time_ms) else "", r.compile_ms,
+                        " ".join(f"{s:.6g}" for s in r.samples)])
+
+
+def _devices(args: argparse.Namespace) -> int:
+    from adaptune.backends import list_devices
+
+    table = Table(title="devices")
+    for col in ("backend", "index", "name", "platform", "driver"):
+        table.add_column(col)
+    for backend, index, info in list_devices():
+        table.add_row(backend, str(index), info.name, info.platform, info.driver)
+    Console().print(table)
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from adaptune.report.plots import plot_tuning
+
+    store = _open_store(args.db)
+    try:
+        prob = _problem_rows(store, args.problem)[-1]
+        results = sorted(store.results(problem_id=prob["id"]), key=lambda r: r.timestamp)
+    finally:
+        store.close()
+    plot_tuning(results, args.output, title=prob["name"])
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0

@@ -1,0 +1,38 @@
+"""A rich progress bar that shows the best configuration found so far while work goes on."""
+
+from __future__ import annotations
+
+import math
+from contextlib import AbstractContextManager
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+class BestSoFarProgress(AbstractContextManager):
+    """Progress over a known (or unknown) number of steps, with a live best-so-far column."""
+
+    def __init__(self, description: str, total: int | None, enabled: bool = True, unit: str = "ms") -> None:
+        self.enabled = enabled
+        self.unit = unit
+        self.best = math.inf
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("best {task.fields[best]}"), TimeElapsedColumn(),
+            console=Console(stderr=True), disable=not enabled, transient=False,
+        )
+        self._task = self._progress.add_task(description, total=total, best="-")
+
+    def __enter__(self) -> BestSoFarProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._progress.stop()
+
+    def advance(self, value: float) -> None:
+        if value < self.best:
+            self.best = value
+        best = f"{self.best:.4g} {self.unit}" if math.isfinite(self.best) else "-"
+        self._progress.update(self._task, advance=1, best=best)

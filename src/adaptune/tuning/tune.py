@@ -1,0 +1,180 @@
+"""Orchestration: a strategy proposes, the measurement worker measures, the store remembers.
+
+Compilation is pipelined: the tuner asks the strategy a few configurations ahead and hands them to the
+worker's compile pool, so the device is never idle waiting for the compiler. Measurements already in the
+store for the same (device, problem, input, configuration) are reused, so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from adaptune.measure import Measurer, MeasureSettings
+from adaptune.records import DeviceInfo, Result
+from adaptune.report.progress import BestSoFarProgress
+from adaptune.search import make_strategy
+from adaptune.store import Store
+from adaptune.tuning.problem import Problem
+
+
+@dataclass
+class TuneReport:
+    """What a tuning run found, and what it cost."""
+
+    problem: str
+    strategy: str
+    device: DeviceInfo
+    best: dict[str, Any] | None
+    best_time_ms: float
+    default: dict[str, Any] | None
+    default_time_ms: float
+    evaluated: int
+    failed: int
+    reused: int
+    wall_s: float
+    db: str
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def speedup_over_default(self) -> float:
+        if not (math.isfinite(self.best_time_ms) and math.isfinite(self.default_time_ms)):
+            return math.nan
+        return self.default_time_ms / self.best_time_ms
+
+    def top(self, k: int = 5) -> list[Result]:
+        return sorted((r for r in self.results if r.ok), key=lambda r: r.time_ms)[:k]
+
+    def to_json(self) -> dict[str, Any]:
+        def finite(x: float) -> float | None:
+            return x if math.isfinite(x) else None
+
+        return {
+            "problem": self.problem, "strategy": self.strategy, "device": self.device.name,
+            "best": self.best, "best_time_ms": finite(self.best_time_ms),
+            "default": self.default, "default_time_ms": finite(self.default_time_ms),
+            "speedup_over_default": finite(self.speedup_over_default),
+            "evaluated": self.evaluated, "failed": self.failed, "reused": self.reused,
+            "wall_s": self.wall_s, "db": self.db,
+            "statuses": _status_counts(self.results),
+        }
+
+
+def _status_counts(results: list[Result]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
+    return counts
+
+
+def tune(
+    problem: Problem,
+    strategy: str = "brute_force",
+    *,
+    max_evals: int | None = None,
+    max_seconds: float | None = None,
+    repeats: int = 7,
+    warmup: int = 1,
+    backend: str = "opencl",
+    device: int | str = 0,
+    db: str = "adaptune.db",
+    seed: int | None = None,
+    progress: bool = True,
+    timeout_s: float = 10.0,
+    lookahead: int = 4,
+    observers: tuple[str, ...] = (),
+    verify: bool = True,
+    strategy_options: dict[str, Any] | None = None,
+) -> TuneReport:
+    """Tune ``problem`` with ``strategy`` under a budget; every outcome is stored in ``db``."""
+    start = time.perf_counter()
+    space = problem.space
+    settings = MeasureSettings(repeats=repeats, warmup=warmup, timeout_s=timeout_s, verify=verify,
+                               observers=tuple(observers))
+    search = make_strategy(strategy, space, seed=seed, **(strategy_options or {}))
+    total = min(len(space), max_evals) if max_evals else len(space)
+    store = Store(db)
+    try:
+        with Measurer(problem.spec, backend=backend, settings=settings, device=device) as measurer:
+            info = measurer.device_info()
+            ids = (store.device(info),
+                   store.problem(problem.name, problem.source_hash(), problem.space_description()))
+            ids = (*ids, store.input(ids[1], problem.input_name, problem.features or None))
+            stored = {space.key(r.config): r for r in store.results(problem_id=ids[1], device_id=ids[0],
+                                                                     input_id=ids[2])}
+
+            def measure(config: dict[str, Any]) -> tuple[Result, bool]:
+                cached = stored.get(space.key(config))
+                if cached is not None:
+                    return cached, True
+                result = measurer.measure(config)
+                store.put(*ids, result)
+                stored[space.key(config)] = result
+                return result, False
+
+            results, reused = _search_loop(search, space, measure, measurer, (max_evals, max_seconds), total, lookahead,
+                                           progress, problem.name, start)
+            default_result = _default_result(space, results, measure)
+    finally:
+        store.close()
+
+    ok = [r for r in results if r.ok]
+    best = min(ok, key=lambda r: r.time_ms) if ok else None
+    return TuneReport(
+        problem=problem.name, strategy=strategy, device=info,
+        best=best.config if best else None, best_time_ms=best.time_ms if best else math.inf,
+        default=default_result.config if default_result else None,
+        default_time_ms=default_result.time_ms if default_result else math.inf,
+        evaluated=len(results), failed=len(results) - len(ok), reused=reused,
+        wall_s=time.perf_counter() - start, db=str(db), results=results,
+    )
+
+
+def _search_loop(search, space, measure, measurer, budget: tuple[int | None, float | None], total: int, lookahead: int,
+                 progress: bool, name: str, start: float) -> tuple[list[Result], int]:
+    """Ask ahead (to compile ahead), measure in order, tell the strategy; stop at the budget."""
+    pending: deque[int] = deque()
+    results: list[Result] = []
+    reused = 0
+    exhausted = False
+    with BestSoFarProgress(f"tuning {name}", total, enabled=progress) as bar:
+        while True:
+            fresh: list[int] = []
+            while not exhausted and len(pending) < lookahead:
+                index = search.ask()
+                if index is None:
+                    exhausted = True
+                    break
+                pending.append(index)
+                fresh.append(index)
+            if fresh:
+                measurer.prefetch([space.config(i) for i in fresh])
+            if not pending:
+                break
+            index = pending.popleft()
+            result, was_stored = measure(space.config(index))
+            reused += was_stored
+            search.tell(index, result.time_ms)
+            results.append(result)
+            bar.advance(result.time_ms)
+            max_evals, max_seconds = budget
+            if (max_evals and len(results) >= max_evals) or (
+                    max_seconds and time.perf_counter() - start >= max_seconds):
+                break
+    return results, reused
+
+
+def _default_result(space, results: list[Result], measure) -> Result | None:
+    """The default configuration's result: from the run if it was visited, else measured once more."""
+    index = space.default_index()
+    if index is None:
+        return None
+    config = space.config(index)
+    key = space.key(config)
+    for r in results:
+        if space.key(r.config) == key:
+            return r
+    return measure(config)[0]
