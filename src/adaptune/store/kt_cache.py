@@ -1,0 +1,307 @@
+"""Kernel Tuner cache files (.json, .json.gz, and the unterminated "open" form a crash leaves behind).
+
+A cache is ``{device_name, kernel_name, problem_size, tune_params_keys, tune_params, objective,
+cache: {"v1,v2,...": {param: value, ..., time, times, compile_time, ...}}}``; failures are the strings
+``InvalidConfig``, ``CompilationFailedConfig``, ``RuntimeFailedConfig`` in place of a time. The file is
+read as JSON only: nothing in it is ever evaluated or unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from adaptune.records import Result, Status
+from adaptune.store.codec import jsonable
+from adaptune.store.errors import FormatError
+from adaptune.store.files import read_text, write_text
+from adaptune.store.recorded import RecordedSpace, kt_key
+
+FAILURE_STATUS: dict[str, Status] = {
+    "InvalidConfig": Status.CONSTRAINT,
+    "CompilationFailedConfig": Status.COMPILE_ERROR,
+    "RuntimeFailedConfig": Status.LAUNCH_ERROR,
+    "ErrorConfig": Status.LAUNCH_ERROR,
+}
+STATUS_FAILURE: dict[Status, str] = {
+    Status.CONSTRAINT: "InvalidConfig",
+    Status.COMPILE_ERROR: "CompilationFailedConfig",
+    Status.LAUNCH_ERROR: "RuntimeFailedConfig",
+    Status.TIMEOUT: "RuntimeFailedConfig",
+    Status.WRONG_RESULT: "RuntimeFailedConfig",
+}
+TIMING_FIELDS = {"compile_time": "compile_ms", "verification_time": "verify_ms", "benchmark_time": "benchmark_ms"}
+# adaptune's own extras: statuses Kernel Tuner cannot express (timeout, wrong_result) and error text.
+STATUS_FIELD, ERROR_FIELD = "adaptune_status", "adaptune_error"
+_RESERVED = {"time", "times", "timestamp", STATUS_FIELD, ERROR_FIELD, *TIMING_FIELDS}
+_CACHE_OPENING = re.compile(r'(?<!\\)"cache"\s*:\s*\{')
+_ENTRY_START = re.compile(r',\s*"')
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def load_kt_cache(path: str | Path) -> RecordedSpace:
+    """Read a Kernel Tuner cache file; an unterminated (crashed) cache yields every complete entry."""
+    return parse_kt_cache(read_text(path), source=str(path))
+
+
+def parse_kt_cache(text: str, source: str = "<text>") -> RecordedSpace:
+    """Parse the text of a Kernel Tuner cache (closed or open form); ``source`` names it in errors."""
+    meta: dict[str, Any] = {"format": "kernel_tuner", "source": source}
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        data = _parse_open_cache(text, source, exc)
+        meta["recovered_open_cache"] = True
+        meta["dropped_partial_entry"] = data.pop("__partial__")
+    return kt_dict_to_recorded(data, source, meta)
+
+
+def _parse_open_cache(text: str, source: str, first_error: json.JSONDecodeError) -> dict[str, Any]:
+    """Recover the header and every complete ``"key": {...}`` entry of a cache that was never closed."""
+    match = _CACHE_OPENING.search(text)
+    if match is None:
+        raise FormatError(f"{source}: not a Kernel Tuner cache (invalid JSON: {first_error.msg} at line "
+                          f"{first_error.lineno} column {first_error.colno}, and no \"cache\" section)")
+    head = text[: match.start()].rstrip().rstrip(",") + "}"
+    try:
+        header = json.loads(head)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"{source}: not a Kernel Tuner cache (header is not JSON: {exc.msg})") from exc
+    if not isinstance(header, dict):
+        raise FormatError(f"{source}: not a Kernel Tuner cache (header is not a JSON object)")
+    decoder = json.JSONDecoder()
+    entries: dict[str, Any] = {}
+    pos, n, partial = match.end(), len(text), False
+    while True:
+        while pos < n and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= n or text[pos] == "}":
+            break
+        try:
+            key, value, pos = _decode_entry(decoder, text, pos)
+        except json.JSONDecodeError as exc:
+            if _complete_entry_after(decoder, text, pos + 1):
+                raise FormatError(f"{source}: corrupt Kernel Tuner cache: {exc.msg} at line {exc.lineno} "
+                                  f"column {exc.colno}") from exc
+            partial = True  # the entry being written when the process died: nothing complete follows
+            break
+        entries[key] = value
+    header["cache"] = entries
+    header["__partial__"] = partial
+    return header
+
+
+def _decode_entry(decoder: json.JSONDecoder, text: str, pos: int) -> tuple[str, Any, int]:
+    """Decode one ``"key": value`` pair at ``pos``; JSONDecodeError if it is incomplete or malformed."""
+    n = len(text)
+    key, pos = decoder.raw_decode(text, pos)
+    if not isinstance(key, str):
+        raise json.JSONDecodeError("entry key is not a string", text, pos)
+    while pos < n and text[pos] in " \t\r\n":
+        pos += 1
+    if pos >= n or text[pos] != ":":
+        raise json.JSONDecodeError("expected ':' after the entry key", text, pos)
+    pos += 1
+    while pos < n and text[pos] in " \t\r\n":
+        pos += 1
+    value, pos = decoder.raw_decode(text, pos)
+    return key, value, pos
+
+
+def _complete_entry_after(decoder: json.JSONDecoder, text: str, start: int) -> bool:
+    """Whether a whole entry follows a bad one: then the file is corrupt inside, not cut off by a crash."""
+    for candidate in _ENTRY_START.finditer(text, start):
+        try:
+            _, value, _ = _decode_entry(decoder, text, candidate.end() - 1)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):  # an entry, not a field inside the cut-off entry
+            return True
+    return False
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(value), type(value).__name__)
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FormatError(f"{where} must be a number, not {_kind(value)} ({value!r:.60})")
+    return float(value)
+
+
+def kt_dict_to_recorded(data: Any, source: str, meta: dict[str, Any] | None = None) -> RecordedSpace:
+    """Validate a decoded Kernel Tuner cache and turn it into a RecordedSpace."""
+    meta = dict(meta or {})
+    if not isinstance(data, dict) or "cache" not in data or "tune_params_keys" not in data:
+        raise FormatError(f"{source}: not a Kernel Tuner cache (needs an object with 'tune_params_keys' and 'cache')")
+    names = data["tune_params_keys"]
+    if not isinstance(names, list) or not all(isinstance(k, str) for k in names):
+        raise FormatError(f"{source}: 'tune_params_keys' must be a list of parameter names")
+    cache = data["cache"]
+    if not isinstance(cache, dict):
+        raise FormatError(f"{source}: 'cache' must be an object of entries, not {_kind(cache)}")
+    tune_params = data.get("tune_params")
+    if tune_params is not None:
+        if not isinstance(tune_params, dict) or not all(isinstance(v, list) for v in tune_params.values()):
+            raise FormatError(f"{source}: 'tune_params' must map each parameter to a list of values")
+        if list(tune_params) != names:
+            raise FormatError(f"{source}: 'tune_params' {list(tune_params)} disagrees with "
+                              f"'tune_params_keys' {names}")
+    for field_name in ("device_name", "kernel_name", "objective"):
+        if field_name in data and not isinstance(data[field_name], str):
+            raise FormatError(f"{source}: '{field_name}' must be a string, not {_kind(data[field_name])}")
+
+    allowed = {n: tune_params[n] for n in names} if tune_params else None
+    dropped: set[str] = set()
+    results = [_entry_to_result(key, entry, names, allowed, f"{source}: entry {key!r}", dropped)
+               for key, entry in cache.items()]
+    if tune_params is None:
+        tune_params = {n: sorted({r.config[n] for r in results}, key=lambda v: (str(type(v)), v)) for n in names}
+    if dropped:
+        meta["dropped_fields"] = sorted(dropped)
+    return RecordedSpace(device_name=data.get("device_name", ""), kernel_name=data.get("kernel_name", ""),
+                         problem_size=data.get("problem_size"), params={n: list(tune_params[n]) for n in names},
+                         results=results, objective=data.get("objective", "time"), meta=meta)
+
+
+def _entry_to_result(key: str, entry: Any, names: list[str], allowed: dict[str, list] | None,
+                     where: str, dropped: set[str]) -> Result:
+    if not isinstance(entry, dict):
+        raise FormatError(f"{where} must be an object, not {_kind(entry)}")
+    missing = [n for n in names if n not in entry]
+    if missing:
+        raise FormatError(f"{where} lacks tunable parameter(s) {missing} listed in 'tune_params_keys'")
+    config = {n: entry[n] for n in names}
+    if kt_key(config, names) != key:
+        raise FormatError(f"{where}: its parameters {config} give the key {kt_key(config, names)!r}, "
+                          f"not {key!r}")
+    if allowed is not None:
+        for n in names:
+            if config[n] not in allowed[n]:
+                raise FormatError(f"{where}: {n}={config[n]!r} is not among the values in 'tune_params'")
+
+    status, error, time_ms = _status_of(entry, where)
+    samples = entry.get("times", [])
+    if not isinstance(samples, list):
+        raise FormatError(f"{where}: 'times' must be a list of numbers, not {_kind(samples)}")
+    samples = [_number(s, f"{where}: 'times'") for s in samples]
+    timings = {attr: _number(entry[k], f"{where}: '{k}'") if k in entry else 0.0 for k, attr in TIMING_FIELDS.items()}
+    observers: dict[str, float] = {}
+    for k, v in entry.items():
+        if k in _RESERVED or k in config:
+            continue
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            observers[k] = float(v)
+        elif not (isinstance(v, str) and v in FAILURE_STATUS):
+            dropped.add(k)  # lists/strings/objects of other tools: reported in meta, not silently lost
+    return Result(config=config, status=status, time_ms=time_ms, samples=samples, observers=observers,
+                  error=error, timestamp=_timestamp(entry.get("timestamp"), where), **timings)
+
+
+def _status_of(entry: dict[str, Any], where: str) -> tuple[Status, str, float]:
+    """(status, error text, time_ms) of one entry; failure strings may sit in 'time' or (old caches) elsewhere."""
+    value = entry.get("time")
+    failure = value if isinstance(value, str) else next(
+        (v for k, v in entry.items() if isinstance(v, str) and v in FAILURE_STATUS and k != ERROR_FIELD), None)
+    own = entry.get(STATUS_FIELD)
+    error = entry.get(ERROR_FIELD, "")
+    if not isinstance(error, str):
+        raise FormatError(f"{where}: '{ERROR_FIELD}' must be a string")
+    if own is not None:
+        try:
+            own = Status(own)
+        except ValueError:
+            raise FormatError(f"{where}: '{STATUS_FIELD}' {own!r} is not one of "
+                              f"{[str(s) for s in Status]}") from None
+    if failure is not None:
+        status = own if own is not None and own != Status.OK else FAILURE_STATUS.get(failure, Status.LAUNCH_ERROR)
+        return status, error or failure, math.inf
+    if value is None:
+        raise FormatError(f"{where} has neither a 'time' nor a failure string")
+    time_ms = _number(value, f"{where}: 'time'")
+    if not math.isfinite(time_ms):
+        return Status.LAUNCH_ERROR, error or f"non-finite time {value}", math.inf
+    return Status.OK, error, time_ms
+
+
+def _timestamp(value: Any, where: str) -> float:
+    if value is None:
+        return time.time()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise FormatError(f"{where}: 'timestamp' {value!r} is not an ISO date") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.timestamp()
+    raise FormatError(f"{where}: 'timestamp' must be a string, not {_kind(value)}")
+
+
+def iso_timestamp(seconds: float) -> str:
+    """Kernel Tuner's timestamp text: ``2023-12-22 09:54:05.502007+00:00``."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat(sep=" ")
+
+
+# ---------------------------------------------------------------------------------------------- writing
+def result_to_kt_entry(result: Result, names: list[str]) -> dict[str, Any]:
+    """One cache entry as Kernel Tuner writes it: params, time (or failure string), timings, metrics."""
+    entry: dict[str, Any] = {n: jsonable(result.config[n]) for n in names}
+    status = Status(result.status)
+    if status == Status.OK and math.isfinite(result.time_ms):
+        entry["time"] = float(result.time_ms)
+    else:
+        entry["time"] = STATUS_FAILURE.get(status, "RuntimeFailedConfig")
+    if result.samples:
+        entry["times"] = [float(s) for s in result.samples]
+    for k, attr in TIMING_FIELDS.items():
+        entry[k] = float(getattr(result, attr))
+    for k in ("strategy_time", "framework_time"):
+        entry[k] = float(result.observers.get(k, 0.0))
+    for k, v in result.observers.items():
+        if k not in entry:
+            entry[k] = float(v)
+    entry["timestamp"] = iso_timestamp(result.timestamp)
+    if status != Status.OK and STATUS_FAILURE.get(status) is not None and FAILURE_STATUS[entry["time"]] != status:
+        entry[STATUS_FIELD] = str(status)  # timeout / wrong_result: Kernel Tuner has no word for them
+    if result.error and result.error != entry["time"]:
+        entry[ERROR_FIELD] = result.error
+    return entry
+
+
+def recorded_to_kt_text(recorded: RecordedSpace) -> str:
+    """The text of a closed cache, laid out exactly as Kernel Tuner writes one (header, one entry a line)."""
+    names = recorded.names
+    header = {"device_name": recorded.device_name, "kernel_name": recorded.kernel_name,
+              "problem_size": jsonable(recorded.problem_size), "tune_params_keys": names,
+              "tune_params": jsonable(recorded.params), "objective": recorded.objective, "cache": {}}
+    parts = [json.dumps(header, indent="")[:-3]]  # ends with '"cache": {' like Kernel Tuner's own header
+    entries: dict[str, dict[str, Any]] = {}
+    for r in recorded.results:  # a repeated configuration: the last result wins, as in the database
+        missing = [n for n in names if n not in r.config]
+        if missing:
+            raise ValueError(f"result {r.config} lacks parameter(s) {missing} of the recorded space")
+        entries[kt_key(r.config, names)] = result_to_kt_entry(r, names)
+    lines = ["\n" + json.dumps({k: e})[1:-1] for k, e in entries.items()]
+    return parts[0] + ",".join(lines) + "}\n}"
+
+
+def write_kt_cache(path: str | Path, recorded: RecordedSpace) -> Path:
+    """Write a closed Kernel Tuner cache (gzip when the name ends in .gz); Kernel Tuner 1.5 reads it back."""
+    return write_text(path, recorded_to_kt_text(recorded))
+
+
+def kt_cache_from_mapping(data: Mapping[str, Any], source: str = "<dict>") -> RecordedSpace:
+    """A RecordedSpace from an already-decoded cache object (e.g. Kernel Tuner's own ``read_cache``)."""
+    clean = dict(data)
+    clean["cache"] = {k: {f: v for f, v in e.items() if f != "__error__"} for k, e in dict(data["cache"]).items()}
+    return kt_dict_to_recorded(clean, source, {"format": "kernel_tuner", "source": source})
