@@ -1,0 +1,186 @@
+"""CUDA backend: CuPy ``RawModule`` compiled by NVRTC, launched on one stream, timed with events.
+
+CuPy is imported lazily so that the rest of adaptune works without it. Binaries are cached in
+memory by :class:`Backend` and on disk by CuPy's kernel cache (``CUPY_CACHE_DIR``). Kernels are
+always looked up through ``name_expressions`` (as Kernel Tuner does), so plain ``extern "C"``
+kernels and C++ templates (``name<128,float>``) both work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from adaptune.backends.base import Backend, BackendError, CompileError, DeviceArray, DeviceLimits, Grid
+from adaptune.records import DeviceInfo
+
+
+def _cupy() -> Any:
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendError("the cuda backend needs CuPy: install adaptune[cuda] "
+                           "(pip install 'adaptune[cuda]')") from exc
+    return cupy
+
+
+class CUDABackend(Backend):
+    name = "cuda"
+    lang = "cuda"
+    # An illegal address or a trap poisons the whole CUDA context: restart the worker after any
+    # launch failure rather than trust the next measurement.
+    restart_after_launch_error = True
+
+    def __init__(self, device: int | str | None = 0, cache_dir: str | None = None) -> None:
+        super().__init__()
+        cp = self._cp = _cupy()
+        n = cp.cuda.runtime.getDeviceCount()
+        index = _device_index(device, n, cp)
+        self.device = cp.cuda.Device(index)
+        self.device.use()
+        self.stream = cp.cuda.Stream(non_blocking=True)
+        self._start = cp.cuda.Event()
+        self._end = cp.cuda.Event()
+        if cache_dir:
+            import os
+
+            os.environ["CUPY_CACHE_DIR"] = str(cache_dir)
+        props = cp.cuda.runtime.getDeviceProperties(index)
+        name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        runtime = cp.cuda.runtime.runtimeGetVersion()
+        self._limits = DeviceLimits(int(props["maxThreadsPerBlock"]),
+                                    tuple(int(v) for v in props["maxThreadsDim"]))  # type: ignore[arg-type]
+        self._info = DeviceInfo(
+            name=name,
+            platform="cuda",
+            driver=_version(cp.cuda.runtime.driverGetVersion()),
+            properties={
+                "index": index,
+                "pci_bus_id": self.device.pci_bus_id,
+                "compute_capability": f"{props['major']}.{props['minor']}",
+                "multiprocessors": int(props["multiProcessorCount"]),
+                "global_mem_bytes": int(props["totalGlobalMem"]),
+                "shared_mem_per_block": int(props["sharedMemPerBlock"]),
+                "max_threads_per_block": int(props["maxThreadsPerBlock"]),
+                "cuda_runtime": _version(runtime),
+                "cupy": cp.__version__,
+            },
+        )
+
+    def device_info(self) -> DeviceInfo:
+        return self._info
+
+    def limits(self) -> DeviceLimits:
+        return self._limits
+
+    def _build(self, source: str, expr: str, options: tuple[str, ...]) -> Any:
+        cp = self._cp
+        try:
+            with self.device:  # compile threads need the device current too
+                module = cp.RawModule(code=source, options=options, name_expressions=[expr])
+                kernel = module.get_function(expr)
+                _ = kernel.max_threads_per_block  # forces module load now, not at first launch
+        except cp.cuda.compiler.CompileException as exc:
+            raise CompileError(f"NVRTC compilation failed: {exc}", log=str(exc)) from None
+        except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
+            raise CompileError(f"loading the compiled module failed: {exc}") from None
+        return kernel
+
+    def kernel_max_threads(self, kernel: Any) -> int | None:
+        """Threads per block this kernel can run with (registers and shared memory limit it)."""
+        return int(kernel.max_threads_per_block)
+
+    def _allocate_array(self, host: np.ndarray) -> DeviceArray:
+        with self.device:
+            arr = self._cp.asarray(host)
+        return DeviceArray(arr, host.dtype, host.shape)
+
+    def copy_in(self, dst: DeviceArray, host: np.ndarray) -> None:
+        with self.device:
+            dst.handle.set(np.ascontiguousarray(host, dtype=dst.dtype), stream=self.stream)
+
+    def copy_out(self, src: DeviceArray) -> np.ndarray:
+        with self.device:
+            host = src.handle.get(stream=self.stream)
+            self.stream.synchronize()
+        return host
+
+    def copy_device(self, dst: DeviceArray, src: DeviceArray) -> None:
+        with self.device:
+            dst.handle.data.copy_from_device_async(src.handle.data, src.nbytes, stream=self.stream)
+
+    def fill(self, dst: DeviceArray, value: np.ndarray) -> None:
+        pattern = np.ascontiguousarray(value, dtype=dst.dtype).reshape(1)
+        raw = pattern.tobytes()
+        with self.device:
+            if len(set(raw)) == 1:  # one repeated byte (0x7f.. ints): a memset
+                dst.handle.data.memset_async(raw[0], dst.nbytes, stream=self.stream)
+            else:
+                with self.stream:
+                    dst.handle.fill(pattern[0])
+
+    @staticmethod
+    def _args(args: Sequence[Any]) -> tuple[Any, ...]:
+        return tuple(a.handle if isinstance(a, DeviceArray) else a for a in args)
+
+    def launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> None:
+        with self.device, self.stream:
+            kernel(grid, block, self._args(args))
+
+    def time_launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> float:
+        cp = self._cp
+        with self.device, self.stream:
+            call_args = self._args(args)
+            self._start.record(self.stream)
+            kernel(grid, block, call_args)
+            self._end.record(self.stream)
+            self._end.synchronize()
+        return float(cp.cuda.get_elapsed_time(self._start, self._end))
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    def close(self) -> None:
+        self.stream.synchronize()
+
+
+def _version(v: int) -> str:
+    """CUDA's 12040 -> "12.4"."""
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def _device_index(device: int | str | None, count: int, cp: Any) -> int:
+    if count == 0:
+        raise BackendError("no CUDA device found")
+    if device is None:
+        return 0
+    if isinstance(device, str) and device.strip().isdigit():
+        device = int(device)
+    if isinstance(device, int):
+        if not 0 <= device < count:
+            raise BackendError(f"no CUDA device {device}; this machine has {count}")
+        return device
+    names = []
+    for i in range(count):
+        raw = cp.cuda.runtime.getDeviceProperties(i)["name"]
+        names.append(raw.decode() if isinstance(raw, bytes) else str(raw))
+        if device.lower() in names[-1].lower():
+            return i
+    raise BackendError(f"no CUDA device matches {device!r}; available: {names}")
+
+
+def list_cuda_devices() -> list[tuple[int, DeviceInfo]]:
+    """(index, info) for every CUDA device; empty when CuPy or a GPU is missing."""
+    try:
+        cp = _cupy()
+        count = cp.cuda.runtime.getDeviceCount()
+    except Exception:  # no CuPy, no driver: simply no CUDA devices
+        return []
+    out = []
+    for i in range(count):
+        raw = cp.cuda.runtime.getDeviceProperties(i)["name"]
+        name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        out.append((i, DeviceInfo(name, "cuda", _version(cp.cuda.runtime.driverGetVersion()))))
+    return out

@@ -1,0 +1,185 @@
+"""OpenCL backend (PyOpenCL): any OpenCL device, including PoCL on a plain CPU.
+
+Binaries are cached in memory by :class:`Backend` and on disk by PyOpenCL's own program cache
+(keyed by source, options and device), so a second process compiling the same variant is cheap.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from adaptune.backends.base import Backend, BackendError, CompileError, DeviceArray, DeviceLimits, Grid
+from adaptune.records import DeviceInfo
+
+
+def _cl() -> Any:
+    try:
+        import pyopencl as cl
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise BackendError("the opencl backend needs PyOpenCL: install adaptune[opencl]") from exc
+    return cl
+
+
+def opencl_devices() -> list[tuple[Any, Any]]:
+    """All (platform, device) pairs, GPUs first, then the rest, each group in platform order."""
+    cl = _cl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:  # no ICD installed -> no platforms
+        platforms = []
+    pairs = [(p, d) for p in platforms for d in p.get_devices()]
+    gpus = [pd for pd in pairs if pd[1].type & cl.device_type.GPU]
+    return gpus + [pd for pd in pairs if not pd[1].type & cl.device_type.GPU]
+
+
+def select_device(device: int | str | tuple[int, int] | None = 0) -> tuple[Any, Any]:
+    """Pick a device: index into :func:`opencl_devices` (0 = first GPU, else first device),
+    a case-insensitive substring of "platform device" names, or (platform index, device index)."""
+    cl = _cl()
+    pairs = opencl_devices()
+    names = [f"{p.name.strip()} / {d.name.strip()}" for p, d in pairs]
+    if not pairs:
+        raise BackendError("no OpenCL device found (install a driver or PoCL: pip install pocl-binary-distribution)")
+    if device is None:
+        device = 0
+    if isinstance(device, str) and device.strip().isdigit():
+        device = int(device)
+    if isinstance(device, tuple):
+        plat_i, dev_i = device
+        try:
+            plat = cl.get_platforms()[plat_i]
+            return plat, plat.get_devices()[dev_i]
+        except IndexError:
+            raise BackendError(f"no OpenCL device {device}; available: {names}") from None
+    if isinstance(device, int):
+        if not 0 <= device < len(pairs):
+            raise BackendError(f"no OpenCL device {device}; available: {names}")
+        return pairs[device]
+    matches = [pd for pd, n in zip(pairs, names, strict=True) if device.lower() in n.lower()]
+    if not matches:
+        raise BackendError(f"no OpenCL device matches {device!r}; available: {names}")
+    return matches[0]
+
+
+class OpenCLBackend(Backend):
+    name = "opencl"
+    lang = "opencl"
+
+    def __init__(self, device: int | str | tuple[int, int] | None = 0, cache_dir: str | None = None) -> None:
+        super().__init__()
+        cl = self._cl = _cl()
+        self.platform, self.device = select_device(device)
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        self.cache_dir = cache_dir
+        self._info = DeviceInfo(
+            name=self.device.name.strip(),
+            platform=f"opencl:{self.platform.name.strip()}",
+            driver=self.device.driver_version.strip(),
+            properties={
+                "vendor": self.device.vendor.strip(),
+                "version": self.device.version.strip(),
+                "type": cl.device_type.to_string(self.device.type),
+                "compute_units": int(self.device.max_compute_units),
+                "max_work_group_size": int(self.device.max_work_group_size),
+                "max_work_item_sizes": [int(s) for s in self.device.max_work_item_sizes],
+                "global_mem_bytes": int(self.device.global_mem_size),
+                "local_mem_bytes": int(self.device.local_mem_size),
+                "max_clock_mhz": int(self.device.max_clock_frequency),
+            },
+        )
+
+    def device_info(self) -> DeviceInfo:
+        return self._info
+
+    def limits(self) -> DeviceLimits:
+        sizes = [int(s) for s in self.device.max_work_item_sizes] + [1, 1, 1]
+        return DeviceLimits(int(self.device.max_work_group_size), (sizes[0], sizes[1], sizes[2]))
+
+    def _build(self, source: str, expr: str, options: tuple[str, ...]) -> Any:
+        cl = self._cl
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # build-log warnings are not failures
+                program = cl.Program(self.context, source).build(options=list(options), cache_dir=self.cache_dir)
+        except cl.RuntimeError as exc:
+            log = _build_log(str(exc))
+            raise CompileError(f"OpenCL build failed:\n{log}", log=log) from None
+        try:
+            return cl.Kernel(program, expr)
+        except cl.Error as exc:
+            raise CompileError(f"kernel {expr!r} not found in the program ({exc})") from None
+
+    def kernel_max_threads(self, kernel: Any) -> int | None:
+        """Work-items per work-group this kernel can run with on this device."""
+        info = self._cl.kernel_work_group_info.WORK_GROUP_SIZE
+        return int(kernel.get_work_group_info(info, self.device))
+
+    def _allocate_array(self, host: np.ndarray) -> DeviceArray:
+        cl = self._cl
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+        buf = cl.Buffer(self.context, flags, hostbuf=host)
+        return DeviceArray(buf, host.dtype, host.shape)
+
+    def copy_in(self, dst: DeviceArray, host: np.ndarray) -> None:
+        self._cl.enqueue_copy(self.queue, dst.handle, np.ascontiguousarray(host, dtype=dst.dtype))
+
+    def copy_out(self, src: DeviceArray) -> np.ndarray:
+        host = np.empty(src.shape, src.dtype)
+        self._cl.enqueue_copy(self.queue, host, src.handle, is_blocking=True)
+        return host
+
+    def copy_device(self, dst: DeviceArray, src: DeviceArray) -> None:
+        self._cl.enqueue_copy(self.queue, dst.handle, src.handle, byte_count=src.nbytes)
+
+    def fill(self, dst: DeviceArray, value: np.ndarray) -> None:
+        pattern = np.ascontiguousarray(value, dtype=dst.dtype).reshape(1)
+        if pattern.nbytes in (1, 2, 4, 8, 16, 32, 64, 128):
+            self._cl.enqueue_fill_buffer(self.queue, dst.handle, pattern, 0, dst.nbytes)
+        else:  # OpenCL fill patterns must be a power of two bytes: go through the host
+            self.copy_in(dst, np.full(dst.shape, pattern[0], dst.dtype))
+
+    @staticmethod
+    def _global(grid: Grid, block: Grid) -> tuple[int, int, int]:
+        return (grid[0] * block[0], grid[1] * block[1], grid[2] * block[2])
+
+    def _enqueue(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> Any:
+        kernel.set_args(*[a.handle if isinstance(a, DeviceArray) else a for a in args])
+        return self._cl.enqueue_nd_range_kernel(self.queue, kernel, self._global(grid, block), block)
+
+    def launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> None:
+        self._enqueue(kernel, grid, block, args)
+
+    def time_launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> float:
+        event = self._enqueue(kernel, grid, block, args)
+        event.wait()
+        return (event.profile.end - event.profile.start) * 1e-6
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+
+    def close(self) -> None:
+        self.queue.finish()
+
+
+def _build_log(message: str) -> str:
+    """The compiler's own lines from PyOpenCL's error text (it repeats a generic header first)."""
+    marker = message.find("Build on ")
+    if marker < 0:
+        return message.strip()
+    body = message[marker:].split("\n", 1)
+    return body[1].strip() if len(body) > 1 else message.strip()
+
+
+def list_opencl_devices() -> list[tuple[int, DeviceInfo]]:
+    """(index, info) for every OpenCL device, in :func:`select_device` order."""
+    cl = _cl()
+    out = []
+    for i, (p, d) in enumerate(opencl_devices()):
+        out.append((i, DeviceInfo(d.name.strip(), f"opencl:{p.name.strip()}", d.driver_version.strip(),
+                                  {"type": cl.device_type.to_string(d.type)})))
+    return out

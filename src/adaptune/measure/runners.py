@@ -1,0 +1,286 @@
+"""Measure one configuration inside the worker process: compile, check, warm up, time.
+
+:class:`KernelRunner` drives a device :class:`~adaptune.backends.Backend`; :class:`CallableRunner`
+runs Python variants. Both return ``(Result, restart)``: ``restart`` asks the parent for a fresh
+worker when a failure may have left the device context unusable.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from adaptune.backends import CompileError, DeviceArray, inject_defines, make_backend, name_expression
+from adaptune.backends.python import PythonBackend, timer_for, to_host
+from adaptune.measure.geometry import Geometry, SpecError, kernel_defines, launch_geometry, template_args
+from adaptune.measure.observers import make_observers
+from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
+from adaptune.measure.timing import collect
+from adaptune.measure.verify import check, poison_value
+from adaptune.records import DeviceInfo, Result, Status
+
+Notify = Callable[[float], None]
+LOG_LINES = 30
+LOG_CHARS = 4000
+
+
+def log_head(text: str) -> str:
+    """The first lines of a compiler log: enough to see the first errors, short enough to store."""
+    head = "\n".join(text.strip().splitlines()[:LOG_LINES])
+    return head[:LOG_CHARS]
+
+
+def exception_text(exc: BaseException) -> str:
+    """``Type: message`` plus the innermost frame, for errors raised by user code."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+@dataclass
+class Prepared:
+    """Everything a configuration needs before it can be compiled."""
+
+    geometry: Geometry
+    defines: dict[str, Any]
+    template_args: list[Any] | None
+    key: str
+
+
+class KernelRunner:
+    def __init__(self, spec: KernelSpec, backend: str, settings: MeasureSettings, device: Any) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.backend = make_backend(backend, device, settings.cache_dir)
+        if spec.lang is not None and spec.lang != self.backend.lang:
+            raise ValueError(f"the kernel is {spec.lang} but the backend is {backend}")
+        info = self.backend.device_info()
+        self.observers = make_observers(tuple(settings.observers), backend, info.properties, device)
+        self.args = self.backend.allocate(spec.arguments)
+        self.restored = spec.restored_indices()
+        self.pristine: dict[int, DeviceArray] = {}
+        for i in self.restored:
+            self.pristine[i] = self.backend.empty_like(self.args[i])
+            self.backend.copy_device(self.pristine[i], self.args[i])
+        answer = spec.answer
+        self.poisoned = [] if callable(answer) or answer is None or not spec.poison_outputs else [
+            i for i, a in enumerate(answer) if a is not None and isinstance(self.args[i], DeviceArray)]
+        self.backend.synchronize()
+        workers = settings.compile_workers or max(1, min(4, os.cpu_count() or 1))
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="adaptune-compile")
+        self.pending: dict[str, Future[tuple[Any, float, bool]]] = {}
+        self.counters = {"measured": 0, "prefetched": 0, "compiled_ahead": 0, "compile_waits": 0}
+
+    def device_info(self) -> DeviceInfo:
+        return self.backend.device_info()
+
+    def stats(self) -> dict[str, int]:
+        return {**self.counters, "compiles": self.backend.compiles}
+
+    # --- compilation -------------------------------------------------------------------------
+    def prepare(self, config: dict[str, Any]) -> Prepared:
+        geo = launch_geometry(self.spec, config)
+        defines = kernel_defines(self.spec, config, geo)
+        targs = template_args(self.spec, config)
+        try:
+            full = inject_defines(self.spec.source_text, defines)
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        key = self.backend.cache_key(full, name_expression(self.spec.name, targs), tuple(self.spec.compiler_options))
+        return Prepared(geo, defines, targs, key)
+
+    def _compile(self, prep: Prepared) -> tuple[Any, float, bool]:
+        return self.backend.compile_timed(self.spec.source_text, self.spec.name, prep.defines,
+                                          tuple(self.spec.compiler_options), prep.template_args)
+
+    def prefetch(self, configs: Iterable[dict[str, Any]]) -> None:
+        """Start compiling ``configs`` in the thread pool; impossible ones are left for measure()."""
+        for config in configs:
+            try:
+                prep = self.prepare(config)
+            except Exception:  # noqa: BLE001 - measure() reports the reason for this config
+                continue
+            if prep.key in self.pending or self.limit_problem(prep.geometry):
+                continue
+            self.pending[prep.key] = self.pool.submit(self._compile, prep)
+            self.counters["prefetched"] += 1
+
+    def limit_problem(self, geo: Geometry, kernel: Any = None) -> str:
+        """Why this block cannot launch on this device ("" when it can)."""
+        limits = self.backend.limits()
+        name = self.backend.device_info().name
+        if geo.threads_per_block > limits.max_threads_per_block:
+            return (f"block {geo.block} has {geo.threads_per_block} threads; {name} allows at most "
+                    f"{limits.max_threads_per_block} per block")
+        for axis, b, m in zip("xyz", geo.block, limits.max_block_dims, strict=True):
+            if b > m:
+                return f"block {geo.block}: {axis} = {b} exceeds the device maximum {m} on {name}"
+        if kernel is not None:
+            allowed = self.backend.kernel_max_threads(kernel)
+            if allowed is not None and geo.threads_per_block > allowed:
+                return (f"block {geo.block} has {geo.threads_per_block} threads; this compiled kernel allows at "
+                        f"most {allowed} (registers or local memory limit it)")
+        return ""
+
+    # --- one configuration -------------------------------------------------------------------
+    def _restore(self) -> None:
+        for i, src in self.pristine.items():
+            self.backend.copy_device(self.args[i], src)
+
+    def _run(self, kernel: Any, geo: Geometry) -> None:
+        self._restore()
+        self.backend.launch(kernel, geo.grid, geo.block, self.args)
+
+    def _timed(self, kernel: Any, geo: Geometry) -> float:
+        self._restore()  # enqueued before the launch, outside its events
+        return self.backend.time_launch(kernel, geo.grid, geo.block, self.args)
+
+    def measure(self, config: dict[str, Any], notify: Notify) -> tuple[Result, bool]:
+        self.counters["measured"] += 1
+        prep = self.prepare(config)  # SpecError propagates: the spec is wrong, not the kernel
+        why = self.limit_problem(prep.geometry)
+        if why:
+            notify(0.0)
+            return Result.failure(config, Status.LAUNCH_ERROR, why + " (not launched)"), False
+        future = self.pending.pop(prep.key, None)
+        try:
+            if future is not None:
+                self.counters["compiled_ahead" if future.done() else "compile_waits"] += 1
+                kernel, compile_ms, _ = future.result()
+            else:
+                kernel, compile_ms, _ = self._compile(prep)
+        except CompileError as exc:
+            notify(0.0)
+            return Result.failure(config, Status.COMPILE_ERROR, log_head(exc.log)), False
+        notify(compile_ms)
+        why = self.limit_problem(prep.geometry, kernel)
+        if why:
+            return Result.failure(config, Status.LAUNCH_ERROR, why + " (not launched)", compile_ms=compile_ms), False
+        try:
+            return self._benchmark(config, kernel, prep.geometry, compile_ms), False
+        except Exception as exc:  # a launch the API refused or a kernel fault the API reported
+            return (Result.failure(config, Status.LAUNCH_ERROR, exception_text(exc), compile_ms=compile_ms),
+                    self.backend.restart_after_launch_error)
+
+    def _benchmark(self, config: dict[str, Any], kernel: Any, geo: Geometry, compile_ms: float) -> Result:
+        spec, settings, be = self.spec, self.settings, self.backend
+        verify_ms = 0.0
+        if settings.verify and spec.answer is not None:
+            t0 = time.perf_counter()
+            self._restore()
+            for i in self.poisoned:
+                be.fill(self.args[i], poison_value(self.args[i].dtype))
+            be.launch(kernel, geo.grid, geo.block, self.args)
+            be.synchronize()
+            outputs = [be.copy_out(a) if isinstance(a, DeviceArray) else a for a in self.args]
+            problem = check(outputs, spec.answer, spec.atol, spec.rtol)
+            verify_ms = (time.perf_counter() - t0) * 1e3
+            if problem:
+                return Result.failure(config, Status.WRONG_RESULT, problem, compile_ms=compile_ms, verify_ms=verify_ms)
+        t0 = time.perf_counter()
+        for _ in range(settings.warmup):
+            self._run(kernel, geo)
+        be.synchronize()
+        for obs in self.observers:
+            obs.start()
+        samples = collect(lambda: self._timed(kernel, geo), settings.repeats,
+                          min_repeats=settings.auto_min_repeats, max_repeats=settings.auto_max_repeats,
+                          max_seconds=settings.auto_max_seconds, rel_ci=settings.auto_rel_ci)
+        observed: dict[str, float] = {}
+        for obs in self.observers:
+            observed.update(obs.stop())
+        benchmark_ms = (time.perf_counter() - t0) * 1e3
+        return Result.from_samples(config, samples, compile_ms=compile_ms, verify_ms=verify_ms,
+                                   benchmark_ms=benchmark_ms, observers=observed)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for obs in self.observers:
+            obs.close()
+        self.backend.close()
+
+
+class CallableRunner:
+    """Python variants: ``fn(config, *arguments) -> outputs``, timed per call."""
+
+    def __init__(self, spec: CallableSpec, settings: MeasureSettings, device: Any) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.backend = PythonBackend(device)
+        self.args = list(spec.arguments)
+        self.pristine = [np.copy(a) if isinstance(a, np.ndarray) else None for a in self.args] \
+            if spec.restore_inputs else []
+        self.observers = make_observers(tuple(settings.observers), "python", {}, device)
+        self.counters = {"measured": 0, "prefetched": 0, "compiled_ahead": 0, "compile_waits": 0}
+
+    def device_info(self) -> DeviceInfo:
+        return self.backend.device_info()
+
+    def stats(self) -> dict[str, int]:
+        return {**self.counters, "compiles": 0}
+
+    def prefetch(self, configs: Iterable[dict[str, Any]]) -> None:
+        """Nothing to compile ahead for Python code."""
+
+    def _restore(self) -> None:
+        for arg, saved in zip(self.args, self.pristine, strict=False):
+            if saved is not None:
+                np.copyto(arg, saved)
+
+    def measure(self, config: dict[str, Any], notify: Notify) -> tuple[Result, bool]:
+        self.counters["measured"] += 1
+        notify(0.0)
+        spec, settings = self.spec, self.settings
+        fn = spec.fn
+        try:
+            t0 = time.perf_counter()
+            self._restore()
+            outputs = self.backend.call(fn, config, self.args)
+            timer = timer_for(outputs)
+            verify_ms = 0.0
+            if settings.verify and spec.answer is not None:
+                answer = spec.answer if callable(spec.answer) else list(spec.answer)
+                problem = check([to_host(o) for o in outputs], answer, spec.atol, spec.rtol)
+                verify_ms = (time.perf_counter() - t0) * 1e3
+                if problem:
+                    return Result.failure(config, Status.WRONG_RESULT, problem, verify_ms=verify_ms), False
+            t0 = time.perf_counter()
+            for _ in range(settings.warmup):
+                self._restore()
+                timer(lambda: fn(config, *self.args))
+            for obs in self.observers:
+                obs.start()
+
+            def once() -> float:
+                self._restore()
+                return timer(lambda: fn(config, *self.args))[1]
+
+            samples = collect(once, settings.repeats, min_repeats=settings.auto_min_repeats,
+                              max_repeats=settings.auto_max_repeats, max_seconds=settings.auto_max_seconds,
+                              rel_ci=settings.auto_rel_ci)
+            observed: dict[str, float] = {}
+            for obs in self.observers:
+                observed.update(obs.stop())
+            benchmark_ms = (time.perf_counter() - t0) * 1e3
+        except Exception as exc:  # the variant raised: it failed to run, the session goes on
+            return Result.failure(config, Status.LAUNCH_ERROR, exception_text(exc)), False
+        return Result.from_samples(config, samples, verify_ms=verify_ms, benchmark_ms=benchmark_ms,
+                                   observers=observed), False
+
+    def close(self) -> None:
+        for obs in self.observers:
+            obs.close()
+
+
+def make_runner(spec: KernelSpec | CallableSpec, backend: str, settings: MeasureSettings,
+                device: Any) -> KernelRunner | CallableRunner:
+    if isinstance(spec, CallableSpec):
+        return CallableRunner(spec, settings, device)
+    return KernelRunner(spec, backend, settings, device)

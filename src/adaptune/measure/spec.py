@@ -1,0 +1,185 @@
+"""What to measure (a kernel or a callable) and how (repeats, warm-up, timeout, observers).
+
+Specs travel to the worker process by pickling over a pipe between our own processes; they are
+never written to or read from files. Callables in a spec (answer checks, geometry, problem
+sizes, callable variants) must therefore be module-level functions, not lambdas.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+Tolerance = float | Sequence[float | None]
+Answer = Sequence[Any] | Callable[[list[Any]], bool] | None
+SizeTerm = int | str | Callable[[dict[str, Any]], int]
+LANGS = ("opencl", "cuda")
+
+
+def _check_arguments(arguments: Sequence[Any]) -> None:
+    for i, arg in enumerate(arguments):
+        if isinstance(arg, np.ndarray | np.generic):
+            continue
+        hint = " such as np.int32(n)" if isinstance(arg, int | float | bool) else ""
+        raise TypeError(f"kernel argument {i} is a {type(arg).__name__}; pass NumPy arrays and NumPy "
+                        f"scalars{hint} so the kernel gets the right types")
+
+
+def _check_answer(answer: Answer, n: int, what: str) -> None:
+    if answer is None or callable(answer):
+        return
+    if not isinstance(answer, Sequence) or isinstance(answer, str | bytes):
+        raise TypeError(f"answer must be a list aligned with the {what}, or a callable(outputs) -> bool")
+    if n and len(answer) != n:
+        raise ValueError(f"answer has {len(answer)} entries but there are {n} {what}; "
+                         "use None for entries that are not checked")
+
+
+def _check_tolerance(name: str, tol: Tolerance, n: int) -> None:
+    if isinstance(tol, int | float):
+        if tol < 0 or math.isnan(tol):
+            raise ValueError(f"{name} must be >= 0, got {tol}")
+        return
+    if n and len(tol) != n:
+        raise ValueError(f"{name} has {len(tol)} entries but there are {n} outputs")
+
+
+@dataclass(eq=False)
+class KernelSpec:
+    """An OpenCL or CUDA kernel with its arguments and launch-geometry rules (Kernel Tuner's).
+
+    ``problem_size``: int, param name, callable(config) or a tuple of up to 3 of these.
+    ``grid_div``: per dimension a list of param names / ints / expressions whose product divides
+    the problem size (default ``block_size_x``/``_y``/``_z``). ``geometry(config) -> (grid, block)``
+    overrides both. ``restore_inputs``: True (every array), False, or argument indices restored
+    device-to-device before every launch. ``poison_outputs``: fill checked outputs with NaN /
+    0x7f.. before the checked run, so a kernel that skips elements cannot pass by accident.
+    """
+
+    source: str | Path
+    name: str
+    arguments: Sequence[Any]
+    problem_size: SizeTerm | Sequence[SizeTerm] = 1
+    grid_div: Sequence[Any] | None = None
+    block_size_names: Sequence[str] = ("block_size_x", "block_size_y", "block_size_z")
+    answer: Answer = None
+    atol: Tolerance = 1e-6
+    rtol: Tolerance = 1e-5
+    lang: str | None = None
+    compiler_options: Sequence[str] = ()
+    defines: Mapping[str, Any] | None = None
+    template_params: Sequence[str] | None = None
+    restore_inputs: bool | Sequence[int] = True
+    geometry: Callable[[dict[str, Any]], tuple[Sequence[int], Sequence[int]]] | None = None
+    poison_outputs: bool = True
+    source_text: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.source, Path):
+            try:
+                self.source_text = self.source.read_text()
+            except OSError as exc:
+                raise ValueError(f"cannot read kernel source {self.source}: {exc}") from None
+            if self.lang is None:
+                self.lang = {".cl": "opencl", ".cu": "cuda", ".cuh": "cuda"}.get(self.source.suffix)
+        elif isinstance(self.source, str):
+            self.source_text = self.source
+        else:
+            raise TypeError("source must be the kernel text (str) or a pathlib.Path to it")
+        if not self.name or not isinstance(self.name, str):
+            raise ValueError("name must be the kernel function's name")
+        if self.lang is not None and self.lang not in LANGS:
+            raise ValueError(f"lang must be one of {LANGS}, got {self.lang!r}")
+        self.arguments = list(self.arguments)
+        _check_arguments(self.arguments)
+        _check_answer(self.answer, len(self.arguments), "kernel arguments")
+        _check_tolerance("atol", self.atol, len(self.arguments))
+        _check_tolerance("rtol", self.rtol, len(self.arguments))
+        if len(self.block_size_names) > 3:
+            raise ValueError("block_size_names has at most 3 names (x, y, z)")
+        if self.grid_div is not None and len(self.grid_div) > 3:
+            raise ValueError("grid_div has at most 3 entries (x, y, z)")
+        if not isinstance(self.restore_inputs, bool):
+            bad = [i for i in self.restore_inputs if not 0 <= int(i) < len(self.arguments)]
+            if bad:
+                raise ValueError(f"restore_inputs names arguments {bad} that do not exist")
+        if self.template_params is not None and self.lang == "opencl":
+            raise ValueError("template_params need C++ templates: only the cuda backend has them")
+
+    def restored_indices(self) -> list[int]:
+        """Array arguments put back to their initial contents before every launch."""
+        if self.restore_inputs is True:
+            return [i for i, a in enumerate(self.arguments) if isinstance(a, np.ndarray)]
+        if self.restore_inputs is False:
+            return []
+        return sorted({int(i) for i in self.restore_inputs if isinstance(self.arguments[int(i)], np.ndarray)})
+
+
+@dataclass(eq=False)
+class CallableSpec:
+    """A Python variant ``fn(config, *arguments) -> outputs`` (one array, a tuple of them, or None).
+
+    ``answer``: list aligned with the outputs (None = not checked) or callable(outputs) -> bool.
+    ``restore_inputs``: copy the arguments back before every call, for callables that work in place.
+    """
+
+    fn: Callable[..., Any]
+    arguments: Sequence[Any] = ()
+    answer: Answer = None
+    atol: Tolerance = 1e-6
+    rtol: Tolerance = 1e-5
+    restore_inputs: bool = False
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise TypeError("fn must be callable as fn(config, *arguments)")
+        self.arguments = list(self.arguments)
+        _check_answer(self.answer, 0, "outputs")
+        _check_tolerance("atol", self.atol, 0)
+        _check_tolerance("rtol", self.rtol, 0)
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How to measure one configuration.
+
+    ``repeats="auto"`` repeats until the 95 % confidence interval of the median is within
+    ``auto_rel_ci`` of it (at least ``auto_min_repeats``, at most ``auto_max_repeats`` runs or
+    ``auto_max_seconds`` of benchmarking). ``timeout_s`` bounds one configuration's runs;
+    ``compile_timeout_s`` bounds its compilation. Observers are read-only (``"nvml"``).
+    """
+
+    repeats: int | str = 7
+    warmup: int = 1
+    timeout_s: float = 10.0
+    verify: bool = True
+    observers: Sequence[str] = ()
+    compile_timeout_s: float = 300.0
+    compile_workers: int | None = None
+    cache_dir: str | None = None
+    auto_min_repeats: int = 5
+    auto_max_repeats: int = 100
+    auto_max_seconds: float = 2.0
+    auto_rel_ci: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.repeats != "auto" and (not isinstance(self.repeats, int) or self.repeats < 1):
+            raise ValueError(f"repeats must be a positive int or 'auto', got {self.repeats!r}")
+        if not isinstance(self.warmup, int) or self.warmup < 0:
+            raise ValueError(f"warmup must be an int >= 0, got {self.warmup!r}")
+        for name in ("timeout_s", "compile_timeout_s", "auto_max_seconds", "auto_rel_ci"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"{name} must be > 0, got {value!r}")
+        if not 1 <= self.auto_min_repeats <= self.auto_max_repeats:
+            raise ValueError("need 1 <= auto_min_repeats <= auto_max_repeats")
+        if isinstance(self.observers, str):
+            object.__setattr__(self, "observers", (self.observers,))
+        unknown = set(self.observers) - {"nvml"}
+        if unknown:
+            raise ValueError(f"unknown observers {sorted(unknown)}; available: nvml")

@@ -1,0 +1,72 @@
+"""Sample collection: a fixed number of repeats, or adaptive repeats until the median is known.
+
+The adaptive rule uses the distribution-free confidence interval of the median (order
+statistics with binomial ranks), so it makes no normality assumption about run times, which
+are usually skewed by a few slow outliers.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from scipy.stats import binom
+
+
+@lru_cache(maxsize=512)
+def _median_ci_ranks(n: int, confidence: float) -> tuple[int, int]:
+    j = int(binom.ppf((1 - confidence) / 2, n, 0.5))
+    return max(j - 1, 0), min(n - j, n - 1)
+
+
+def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median of ``samples``."""
+    ordered = sorted(samples)
+    lo, hi = _median_ci_ranks(len(ordered), confidence)
+    return ordered[lo], ordered[hi]
+
+
+def median_is_known(samples: Sequence[float], rel: float, confidence: float = 0.95) -> bool:
+    """True when the CI half-width is within ``rel`` of the median."""
+    if len(samples) < 3:
+        return False
+    lo, hi = median_ci(samples, confidence)
+    med = statistics.median(samples)
+    return (hi - lo) / 2 <= rel * abs(med)
+
+
+def collect(run_once: Callable[[], float], repeats: int | str, *, min_repeats: int = 5,
+            max_repeats: int = 100, max_seconds: float = 2.0, rel_ci: float = 0.02) -> list[float]:
+    """Call ``run_once`` (returns one sample in ms) ``repeats`` times, or adaptively for "auto"."""
+    if repeats != "auto":
+        return [run_once() for _ in range(int(repeats))]
+    samples: list[float] = []
+    deadline = time.perf_counter() + max_seconds
+    while len(samples) < max_repeats:
+        samples.append(run_once())
+        if len(samples) >= min_repeats and (median_is_known(samples, rel_ci) or time.perf_counter() > deadline):
+            break
+    return samples
+
+
+def time_callable(fn: Callable[..., Any], args: Sequence[Any] = (), *, repeats: int | str = 7, warmup: int = 1,
+                  sync: Callable[[], Any] | None = None, max_seconds: float = 2.0,
+                  rel_ci: float = 0.02) -> list[float]:
+    """Run ``fn(*args)`` in this process; return the ``repeats`` wall times in ms.
+
+    ``sync`` is called inside the timed region after each call (e.g.
+    ``cupy.cuda.Device().synchronize``) so asynchronous GPU work is counted.
+    """
+    def once() -> float:
+        t0 = time.perf_counter_ns()
+        fn(*args)
+        if sync is not None:
+            sync()
+        return (time.perf_counter_ns() - t0) * 1e-6
+
+    for _ in range(warmup):
+        once()
+    return collect(once, repeats, max_seconds=max_seconds, rel_ci=rel_ci)

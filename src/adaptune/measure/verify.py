@@ -1,0 +1,80 @@
+"""Output checking: poison before the checked run, compare after it.
+
+Poisoning (NaN for floats, 0x7f bytes for integers) makes a kernel that skips elements fail
+even when the buffer happened to hold the right values from an earlier run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from adaptune.measure.spec import Tolerance
+
+
+def poison_value(dtype: np.dtype) -> np.ndarray:
+    """One element of the poison pattern for ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc":
+        return np.array([np.nan], dtype=dtype)
+    return np.frombuffer(b"\x7f" * dtype.itemsize, dtype=dtype).copy()
+
+
+def _tol(tol: Tolerance, i: int, default: float) -> float:
+    if isinstance(tol, int | float):
+        return float(tol)
+    value = tol[i] if i < len(tol) else None
+    return default if value is None else float(value)
+
+
+def compare(i: int, got: Any, expected: Any, atol: float, rtol: float) -> str | None:
+    """None when output ``i`` matches, else one line saying how it differs."""
+    got_arr, exp_arr = np.asarray(got), np.asarray(expected)
+    if got_arr.shape != exp_arr.shape and got_arr.size == exp_arr.size:
+        got_arr = got_arr.reshape(exp_arr.shape)  # a flat device buffer checked against a shaped answer
+    if got_arr.shape != exp_arr.shape:
+        return f"output {i}: shape {got_arr.shape}, expected {exp_arr.shape}"
+    if exp_arr.dtype.kind in "fc" or got_arr.dtype.kind in "fc":
+        with np.errstate(invalid="ignore", over="ignore"):
+            good = np.isclose(got_arr, exp_arr, atol=atol, rtol=rtol, equal_nan=False)
+    else:
+        good = got_arr == exp_arr
+    if np.all(good):
+        return None
+    bad = np.flatnonzero(~np.asarray(good))
+    first = int(bad[0])
+    idx = np.unravel_index(first, exp_arr.shape) if exp_arr.ndim > 1 else first
+    g, e = got_arr.reshape(-1)[first], exp_arr.reshape(-1)[first]
+    line = f"output {i}: {bad.size} of {exp_arr.size} values differ; first at {idx}: got {g!r}, expected {e!r}"
+    if exp_arr.dtype.kind in "fc":
+        with np.errstate(invalid="ignore", over="ignore"):
+            err = np.abs(got_arr.astype(np.complex128 if exp_arr.dtype.kind == "c" else np.float64) - exp_arr)
+        finite = err[np.isfinite(err)]
+        nonfinite = int(err.size - finite.size)
+        line += f"; max abs error {float(finite.max()) if finite.size else float('nan'):.3g}"
+        if nonfinite:
+            line += f"; {nonfinite} not finite (unwritten elements stay NaN)"
+    return line
+
+
+def check(outputs: Sequence[Any], answer: Sequence[Any] | Callable[[list[Any]], bool],
+          atol: Tolerance, rtol: Tolerance) -> str | None:
+    """None when ``outputs`` are right, else a message for ``Result.error``."""
+    if callable(answer):
+        try:
+            ok = answer(list(outputs))
+        except Exception as exc:  # the user's checker failing is a wrong result, with its reason
+            return f"answer check raised {type(exc).__name__}: {exc}"
+        return None if ok else "answer check returned False"
+    if len(answer) != len(outputs):
+        return f"got {len(outputs)} outputs, the answer has {len(answer)} entries"
+    problems = []
+    for i, (got, expected) in enumerate(zip(outputs, answer, strict=True)):
+        if expected is None:
+            continue
+        msg = compare(i, got, expected, _tol(atol, i, 1e-6), _tol(rtol, i, 1e-5))
+        if msg:
+            problems.append(msg)
+    return "; ".join(problems) or None
