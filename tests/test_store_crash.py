@@ -1,0 +1,61 @@
+"""A real writer process SIGKILLed mid-run: the database stays sound and keeps every completed put."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+from adaptune.store import Store
+
+WRITER = textwrap.dedent("""
+    import sys
+    from adaptune.records import DeviceInfo, Result
+    from adaptune.store import Store
+
+    store = Store(sys.argv[1])
+    d = store.device(DeviceInfo(name="crash GPU", platform="cpu"))
+    p = store.problem("crash", "h", {"params": {"i": list(range(100000))}})
+    i = store.input(p, "default")
+    print("ready", flush=True)
+    for n in range(100000):
+        store.put(d, p, i, Result.from_samples({"i": n}, [float(n), float(n) + 1.0], observers={"n": n}))
+        print(n, flush=True)  # printed only after the put's transaction committed
+""")
+
+
+def test_sigkill_mid_run_loses_nothing_committed(tmp_path):
+    path = tmp_path / "crash.db"
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    proc = subprocess.Popen([sys.executable, str(script), str(path)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        done: list[int] = []
+        with Store(path) as reader:  # a second process reads while the writer writes
+            while len(done) < 150:
+                done.append(int(proc.stdout.readline()))
+                if len(done) == 50:
+                    assert reader.count() >= 50
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+
+    with Store(path) as store:
+        assert store.integrity_check() == "ok"
+        stored = {r.config["i"]: r for r in store.results()}
+        assert set(done) <= set(stored)  # every put that reported success is there
+        assert len(stored) <= done[-1] + 2  # at most the one in flight beyond the last report
+        last = stored[done[-1]]
+        assert last.ok and last.time_ms == done[-1] + 0.5 and last.samples == [done[-1], done[-1] + 1.0]
+        (device_id, input_id), = store.measured_pairs(store.problems()[0]["id"])
+        store.put(device_id, store.problems()[0]["id"], input_id, last)  # and it is writable again
+        assert store.count() == len(stored)
