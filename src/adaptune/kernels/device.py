@@ -1,0 +1,193 @@
+"""One small runtime over CuPy (CUDA, NVRTC) and PyOpenCL, so the kernel wrappers are written once.
+
+Why not the `backends` layer: that layer measures one configuration of one kernel in a worker process;
+the variants here are called in-process, many times, and chain several launches (merge passes, bitonic
+stages), so they need a direct array-and-launch interface. Sources are the portable dialect
+(`dialect.h` prepended), so the OpenCL device (PoCL in CI) runs exactly the text that the GPU runs.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from typing import Any, Protocol
+
+import numpy as np
+
+KERNEL_SOURCES = ("spmv_kernels.c", "histogram_kernels.c", "sort_kernels.c")
+
+
+class KernelSourceError(ValueError):
+    """A kernel source or define is unknown or does not compile; the message names which."""
+
+
+@functools.cache
+def source_text(name: str) -> str:
+    """The dialect header followed by the named kernel file."""
+    if name not in KERNEL_SOURCES:
+        raise KernelSourceError(f"unknown kernel source {name!r}; known: {', '.join(KERNEL_SOURCES)}")
+    root = resources.files("adaptune.kernels")
+    return root.joinpath("dialect.h").read_text() + "\n" + root.joinpath(name).read_text()
+
+
+def with_defines(source: str, defines: Mapping[str, Any]) -> str:
+    """Prepend `#define` lines; values must be plain identifiers or numbers (no macro injection)."""
+    lines = []
+    for key, value in sorted(defines.items()):
+        text = str(value)
+        if not key.isidentifier() or not all(ch.isalnum() or ch in "._()-+" for ch in text):
+            raise KernelSourceError(f"define {key}={text!r} is not a plain identifier or number")
+        lines.append(f"#define {key} {text}")
+    return "\n".join(lines) + "\n" + source
+
+
+class Device(Protocol):
+    """What the kernel wrappers need from a device: arrays, launches, sync."""
+
+    name: str
+    xp: Any  # numpy-like array module used for small host-visible helpers (cupy or numpy)
+
+    def asarray(self, host: np.ndarray) -> Any: ...
+    def empty(self, shape: int | tuple[int, ...], dtype: Any) -> Any: ...
+    def zeros(self, shape: int | tuple[int, ...], dtype: Any) -> Any: ...
+    def fill_zero(self, array: Any) -> None: ...
+    def to_host(self, array: Any) -> np.ndarray: ...
+    def copy(self, src: Any, dst: Any) -> None: ...
+    def kernel(self, source: str, name: str, defines: Mapping[str, Any]) -> Kernel: ...
+    def synchronize(self) -> None: ...
+    @property
+    def multiprocessors(self) -> int: ...
+
+
+class Kernel(Protocol):
+    def __call__(self, grid: int, block: int, args: Sequence[Any]) -> None: ...
+
+
+class CupyDevice:
+    """CUDA through CuPy: modules compiled by NVRTC once per (source, defines) and cached."""
+
+    def __init__(self, device_id: int = 0) -> None:
+        import cupy
+
+        self.cp = cupy
+        self.xp = cupy
+        self._dev = cupy.cuda.Device(device_id)
+        self._dev.use()
+        props = cupy.cuda.runtime.getDeviceProperties(device_id)
+        self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+        self._sms = int(props["multiProcessorCount"])
+        self._modules: dict[tuple[str, tuple], Any] = {}
+
+    @property
+    def multiprocessors(self) -> int:
+        return self._sms
+
+    def asarray(self, host: np.ndarray) -> Any:
+        return self.cp.asarray(host)
+
+    def empty(self, shape, dtype) -> Any:
+        return self.cp.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype) -> Any:
+        return self.cp.zeros(shape, dtype=dtype)
+
+    def fill_zero(self, array: Any) -> None:
+        array.fill(0)
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return self.cp.asnumpy(array)
+
+    def copy(self, src: Any, dst: Any) -> None:
+        dst[...] = src
+
+    def kernel(self, source: str, name: str, defines: Mapping[str, Any]) -> Kernel:
+        key = (source, tuple(sorted((k, str(v)) for k, v in defines.items())))
+        module = self._modules.get(key)
+        if module is None:
+            code = with_defines(source_text(source), defines)
+            try:
+                module = self.cp.RawModule(code=code, options=("--std=c++17",))
+                module.compile()
+            except Exception as exc:  # CuPy raises CompileException with the NVRTC log
+                raise KernelSourceError(f"{source} with {dict(defines)} does not compile: {exc}") from exc
+            self._modules[key] = module
+        function = module.get_function(name)
+
+        def launch(grid: int, block: int, args: Sequence[Any]) -> None:
+            function((int(grid),), (int(block),), tuple(args))
+
+        return launch
+
+    def synchronize(self) -> None:
+        self.cp.cuda.Device().synchronize()
+
+
+class OpenCLDevice:
+    """OpenCL through PyOpenCL (PoCL in CI): CUDA-style (grid, block) launches map to global = grid * block."""
+
+    def __init__(self, context: Any = None) -> None:
+        import pyopencl as cl
+        import pyopencl.array as cla
+
+        self.cl, self.cla = cl, cla
+        self.ctx = context if context is not None else _default_context(cl)
+        self.queue = cl.CommandQueue(self.ctx)
+        self.name = self.ctx.devices[0].name
+        self.xp = np
+        self._programs: dict[tuple[str, tuple], Any] = {}
+        self._functions: dict[tuple[tuple, str], Any] = {}
+
+    @property
+    def multiprocessors(self) -> int:
+        return int(self.ctx.devices[0].max_compute_units)
+
+    def asarray(self, host: np.ndarray) -> Any:
+        return self.cla.to_device(self.queue, np.ascontiguousarray(host))
+
+    def empty(self, shape, dtype) -> Any:
+        return self.cla.empty(self.queue, shape, dtype=dtype)
+
+    def zeros(self, shape, dtype) -> Any:
+        return self.cla.zeros(self.queue, shape, dtype=dtype)
+
+    def fill_zero(self, array: Any) -> None:
+        array.fill(0)
+
+    def to_host(self, array: Any) -> np.ndarray:
+        return array.get()
+
+    def copy(self, src: Any, dst: Any) -> None:
+        self.cl.enqueue_copy(self.queue, dst.data, src.data, byte_count=src.nbytes)
+
+    def kernel(self, source: str, name: str, defines: Mapping[str, Any]) -> Kernel:
+        key = (source, tuple(sorted((k, str(v)) for k, v in defines.items())))
+        program = self._programs.get(key)
+        if program is None:
+            code = with_defines(source_text(source), defines)
+            try:
+                program = self.cl.Program(self.ctx, code).build()
+            except self.cl.Error as exc:
+                raise KernelSourceError(f"{source} with {dict(defines)} does not compile: {exc}") from exc
+            self._programs[key] = program
+        function = self._functions.get((key, name))
+        if function is None:
+            function = self._functions[(key, name)] = self.cl.Kernel(program, name)
+
+        def launch(grid: int, block: int, args: Sequence[Any]) -> None:
+            raw = [a.data if isinstance(a, self.cla.Array) else a for a in args]
+            function(self.queue, (int(grid) * int(block),), (int(block),), *raw)
+
+        return launch
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+
+
+def _default_context(cl: Any) -> Any:
+    """The first OpenCL device, preferring PoCL's CPU device (what CI has)."""
+    platforms = cl.get_platforms()
+    if not platforms:
+        raise RuntimeError("no OpenCL platform found (install pyopencl[pocl])")
+    platforms = sorted(platforms, key=lambda p: "portable" not in p.name.lower())
+    return cl.Context(devices=[platforms[0].get_devices()[0]])

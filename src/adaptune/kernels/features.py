@@ -1,0 +1,157 @@
+"""Input features for the SpMV, histogram and sort variants (Nitro's sets), each computed on the device in
+one kernel launch plus one small copy, with exact NumPy/SciPy references for tests.
+
+Features return plain dicts of floats in a fixed key order, ready for a CodeVariant feature function.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from adaptune.kernels import histogram as hist_mod
+from adaptune.kernels import sort as sort_mod
+from adaptune.kernels import spmv as spmv_mod
+from adaptune.kernels.device import Device
+
+SPMV_FEATURES = ("n_rows", "nnz", "avg_nnz_per_row", "row_length_sd", "max_deviation", "ell_fill", "dia_fill")
+HISTOGRAM_FEATURES = ("n", "n_per_bin", "subsample_sd", "subsample_mode_share")
+SORT_FEATURES = ("n", "key_bits", "is_float", "ascending_runs", "descent_share", "tie_share")
+
+SPMV_SAMPLE_ROWS = 4096
+HISTOGRAM_SAMPLE = 10_000  # Nitro: min(25 % of N, 10,000)
+SORT_SAMPLE_PAIRS = 4096
+
+_stamps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device -> [buffer, generation]
+
+
+def spmv_features(m: spmv_mod.DeviceMatrix, sample_rows: int = SPMV_SAMPLE_ROWS) -> dict[str, float]:
+    """Average non-zeros a row, row-length SD, max deviation, ELL fill-in; DIA fill-in from `sample_rows`
+    evenly spaced rows (exact when sample_rows >= n_rows; otherwise a lower bound on the diagonal count)."""
+    dev = m.device
+    n = m.n_rows
+    stride = max(1, n // max(1, sample_rows))
+    n_sample = min(n, -(-n // stride))
+    state = _stamps.get(dev)
+    need = n + m.n_cols
+    if state is None or state[0].size < need or state[1] >= 2**32 - 1:
+        state = [dev.zeros(max(need, 1024), np.uint32), 0]
+        _stamps[dev] = state
+    state[1] += 1
+    grid = max(1, min(-(-n // spmv_mod.BLOCK), 4 * dev.multiprocessors))
+    partials = dev.empty(3 * grid, np.float32)
+    kernel = dev.kernel("spmv_kernels.c", "spmv_features", {"BLOCK": spmv_mod.BLOCK})
+    kernel(grid, spmv_mod.BLOCK, (m.indptr, m.indices, np.int32(n), np.int32(stride), np.int32(n_sample),
+                                  state[0], np.uint32(state[1]), partials))
+    p = dev.to_host(partials).astype(np.float64).reshape(grid, 3)
+    avg = m.nnz / n
+    max_len = float(p[:, 1].max())
+    n_diags_est = float(p[:, 2].sum())
+    return {
+        "n_rows": float(n),
+        "nnz": float(m.nnz),
+        "avg_nnz_per_row": avg,
+        "row_length_sd": float(np.sqrt(p[:, 0].sum() / n)),
+        "max_deviation": max_len - avg,
+        "ell_fill": max_len * n / max(m.nnz, 1),
+        "dia_fill": n_diags_est * n / max(m.nnz, 1),
+    }
+
+
+def spmv_features_reference(indptr: np.ndarray, indices: np.ndarray, shape: tuple[int, int]) -> dict[str, float]:
+    """Exact features on the host (NumPy)."""
+    n = shape[0]
+    lengths = np.diff(indptr).astype(np.float64)
+    nnz = int(indptr[-1])
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    n_diags = np.unique(indices.astype(np.int64) - rows).size
+    return {
+        "n_rows": float(n),
+        "nnz": float(nnz),
+        "avg_nnz_per_row": nnz / n,
+        "row_length_sd": float(lengths.std()),
+        "max_deviation": float(lengths.max() - lengths.mean()),
+        "ell_fill": float(lengths.max()) * n / max(nnz, 1),
+        "dia_fill": n_diags * n / max(nnz, 1),
+    }
+
+
+def histogram_sample_plan(n: int, sample: int = HISTOGRAM_SAMPLE) -> tuple[int, int]:
+    """(stride, count) of the sub-sample: min(25 % of n, sample) bytes evenly spaced."""
+    count = max(1, min(sample, n // 4 or 1))
+    return max(1, n // count), count
+
+
+def histogram_features(d: hist_mod.DeviceBytes, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
+    """N, N / bins, and the sub-sample's standard deviation (Nitro) and most-frequent-value share (ours:
+    it measures atomic contention directly)."""
+    dev = d.device
+    stride, count = histogram_sample_plan(d.n_bytes, sample)
+    out = dev.empty(3, np.float32)
+    kernel = dev.kernel("histogram_kernels.c", "histogram_subsample_stats", {"BLOCK": hist_mod.BLOCK})
+    kernel(1, hist_mod.BLOCK, (d.raw, np.uint32(stride), np.uint32(count), out))
+    stats = dev.to_host(out)
+    return {
+        "n": float(d.n_bytes),
+        "n_per_bin": d.n_bytes / hist_mod.BINS,
+        "subsample_sd": float(stats[1]),
+        "subsample_mode_share": float(stats[2]),
+    }
+
+
+def histogram_features_reference(data: np.ndarray, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
+    stride, count = histogram_sample_plan(data.size, sample)
+    s = data[: stride * count : stride][:count].astype(np.float64)
+    return {
+        "n": float(data.size),
+        "n_per_bin": data.size / hist_mod.BINS,
+        "subsample_sd": float(s.std()),
+        "subsample_mode_share": float(np.bincount(s.astype(np.int64), minlength=256).max() / count),
+    }
+
+
+def sort_plan(n: int, sample_pairs: int = SORT_SAMPLE_PAIRS) -> tuple[int, int]:
+    """(stride, n_pairs) of the sampled adjacent pairs."""
+    if n < 2:
+        return 1, 0
+    stride = max(1, (n - 1) // max(1, sample_pairs))
+    return stride, min(sample_pairs, (n - 1) // stride)
+
+
+def sort_features(dev: Device, keys: Any, sample_pairs: int = SORT_SAMPLE_PAIRS) -> dict[str, float]:
+    """N, key bits, float or not, and from sampled adjacent pairs: estimated ascending runs
+    (1 + descents share x (n - 1), Nitro's NAscSeq), descent share and tie share."""
+    n = int(keys.size)
+    stride, n_pairs = sort_plan(n, sample_pairs)
+    descents, _, ties = sort_mod.count_order(dev, keys, stride, n_pairs) if n_pairs else (0, 0, 0)
+    share = descents / n_pairs if n_pairs else 0.0
+    return {
+        "n": float(n),
+        "key_bits": float(np.dtype(keys.dtype).itemsize * 8),
+        "is_float": float(np.dtype(keys.dtype).kind == "f"),
+        "ascending_runs": 1.0 + share * max(n - 1, 0),
+        "descent_share": share,
+        "tie_share": ties / n_pairs if n_pairs else 0.0,
+    }
+
+
+def sort_features_reference(keys: np.ndarray, sample_pairs: int = SORT_SAMPLE_PAIRS) -> dict[str, float]:
+    n = keys.size
+    stride, n_pairs = sort_plan(n, sample_pairs)
+    idx = np.arange(n_pairs, dtype=np.int64) * stride
+    a, b = keys[idx], keys[idx + 1]
+    share = float((b < a).mean()) if n_pairs else 0.0
+    return {
+        "n": float(n),
+        "key_bits": float(keys.dtype.itemsize * 8),
+        "is_float": float(keys.dtype.kind == "f"),
+        "ascending_runs": 1.0 + share * max(n - 1, 0),
+        "descent_share": share,
+        "tie_share": float((a == b).mean()) if n_pairs else 0.0,
+    }
+
+
+def as_vector(features: dict[str, float], names: tuple[str, ...]) -> np.ndarray:
+    return np.array([features[k] for k in names], dtype=np.float64)

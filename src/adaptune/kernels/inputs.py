@@ -1,0 +1,271 @@
+"""Input generators for the GPU suite: sparse matrices of 10 structural families, 8-bit data with uniform
+and skewed distributions, and sort keys in six orders; and disjoint training / test sets of input specs.
+
+Every generator takes the array module `xp` (NumPy, or CuPy to generate big inputs on the GPU, which is far
+faster than SciPy on the host) and a seed; the same spec always gives the same input for a given xp.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+MATRIX_FAMILIES = ("uniform_random", "constant_row", "power_law", "banded", "stencil_2d", "stencil_3d",
+                   "block_diagonal", "near_diagonal", "arrow", "diagonal_plus_random")
+HISTOGRAM_KINDS = ("uniform", "normal", "constant", "exponential", "image", "mixed_regions", "few_values",
+                   "sparse_spikes")
+SORT_ORDERS = ("uniform", "normal", "reversed", "almost_sorted", "few_unique", "sorted")
+SORT_DTYPES = ("int32", "int64", "float32", "float64")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One input: benchmark, family, size parameters and seed (JSON-ready via `as_dict`)."""
+
+    benchmark: str
+    family: str
+    size: int
+    seed: int
+    params: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        extra = "-".join(f"{k}{v}" for k, v in sorted(self.params.items()))
+        return f"{self.benchmark}:{self.family}:{self.size}:{extra}:s{self.seed}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------- sparse matrices
+
+
+def _canonical(xp, rows, cols, n_rows: int, n_cols: int, rng, already_sorted: bool = False):
+    """Sort entries by (row, col), drop duplicates, attach values in [-1, 1): CSR (indptr, indices, data)."""
+    rows = rows.astype(np.int64)
+    cols = cols.astype(np.int64)
+    keep = (cols >= 0) & (cols < n_cols)
+    rows, cols = rows[keep], cols[keep]
+    if not already_sorted:
+        key = rows * n_cols + cols
+        order = xp.argsort(key)
+        key = key[order]
+        first = xp.ones(key.size, dtype=bool)
+        first[1:] = key[1:] != key[:-1]
+        key = key[first]
+        rows, cols = key // n_cols, key % n_cols
+    counts = xp.bincount(rows, minlength=n_rows)
+    indptr = xp.zeros(n_rows + 1, dtype=np.int32)
+    indptr[1:] = xp.cumsum(counts)
+    data = (rng.random(cols.size, dtype=np.float32) * 2 - 1).astype(np.float32)
+    return indptr, cols.astype(np.int32), data
+
+
+def _from_lengths(xp, lengths, n_cols: int):
+    """Row ids of entries for the given row lengths (vectorised; no per-row Python loop)."""
+    indptr = xp.zeros(lengths.size + 1, dtype=np.int64)
+    indptr[1:] = xp.cumsum(lengths)
+    nnz = int(indptr[-1])
+    rows = xp.searchsorted(indptr[1:], xp.arange(nnz, dtype=np.int64), side="right")
+    pos = xp.arange(nnz, dtype=np.int64) - indptr[rows]
+    return rows, pos
+
+
+def _offsets_pattern(xp, n_rows: int, offsets):
+    """Entries (row, row + offset) for a fixed set of sorted offsets: DIA-like patterns."""
+    offsets = xp.asarray(offsets, dtype=np.int64)
+    rows = xp.repeat(xp.arange(n_rows, dtype=np.int64), int(offsets.size))
+    cols = rows + xp.tile(offsets, n_rows)
+    return rows, cols
+
+
+def sparse_matrix(family: str, n_rows: int, avg_nnz: float, seed: int, xp=np):
+    """A square CSR matrix (indptr, indices, data, shape) of the named family with about avg_nnz a row."""
+    if family not in MATRIX_FAMILIES:
+        raise ValueError(f"unknown matrix family {family!r}; known: {', '.join(MATRIX_FAMILIES)}")
+    if n_rows < 8 or avg_nnz <= 0:
+        raise ValueError(f"need n_rows >= 8 and avg_nnz > 0, got {n_rows}, {avg_nnz}")
+    rng = xp.random.default_rng(seed)
+    host_rng = np.random.default_rng(seed)
+    n = n_rows
+    k = max(1, int(round(avg_nnz)))
+    sorted_pattern = False
+    if family in ("uniform_random", "constant_row", "power_law"):
+        if family == "uniform_random":
+            lengths = xp.floor(rng.random(n) * (2 * avg_nnz) + 0.5).astype(np.int64)
+        elif family == "constant_row":
+            lengths = xp.full(n, k, dtype=np.int64)
+        else:  # Pareto row lengths with shape 1.5..2.5, scaled to the requested mean
+            alpha = float(host_rng.uniform(1.5, 2.5))
+            raw = (1.0 - rng.random(n)) ** (-1.0 / alpha)
+            lengths = xp.minimum(xp.floor(raw * avg_nnz * (alpha - 1) / alpha), n).astype(np.int64)
+        rows, _ = _from_lengths(xp, lengths, n)
+        cols = rng.integers(0, n, rows.size)
+    elif family == "banded":
+        half = max(k, int(host_rng.integers(k, 8 * k + 2)))
+        offsets = np.sort(host_rng.choice(np.arange(-half, half + 1), size=min(k, 2 * half + 1), replace=False))
+        rows, cols = _offsets_pattern(xp, n, offsets)
+        sorted_pattern = True
+    elif family in ("stencil_2d", "stencil_3d"):
+        if family == "stencil_2d":
+            nx = max(2, int(math.isqrt(n)))
+            offsets = [-nx, -1, 0, 1, nx]
+        else:
+            nx = max(2, round(n ** (1 / 3)))
+            offsets = [-nx * nx, -nx, -1, 0, 1, nx, nx * nx]
+        rows, cols = _offsets_pattern(xp, n, offsets)
+        sorted_pattern = True
+    elif family == "block_diagonal":
+        b = k
+        rows = xp.repeat(xp.arange(n, dtype=np.int64), b)
+        cols = (rows // b) * b + xp.tile(xp.arange(b, dtype=np.int64), n)
+        sorted_pattern = True
+    elif family == "near_diagonal":  # FEM-like locality: columns scattered around the diagonal
+        lengths = xp.maximum(1, xp.floor(avg_nnz * (0.5 + rng.random(n)))).astype(np.int64)
+        rows, _ = _from_lengths(xp, lengths, n)
+        bandwidth = float(host_rng.uniform(2, 50)) * avg_nnz
+        cols = rows + xp.rint(rng.standard_normal(rows.size) * bandwidth).astype(np.int64)
+    elif family == "arrow":  # a few dense rows over a short-row body: large max deviation
+        n_dense = int(host_rng.integers(1, 32))
+        body = max(1, k - 1)
+        lengths = xp.full(n, body, dtype=np.int64)
+        dense_rows = xp.asarray(host_rng.choice(n, size=n_dense, replace=False))
+        lengths[dense_rows] = min(n, max(body * 1000, n // 8))
+        rows, _ = _from_lengths(xp, lengths, n)
+        cols = rng.integers(0, n, rows.size)
+        diag = xp.arange(n, dtype=np.int64)
+        rows, cols = xp.concatenate([rows, diag]), xp.concatenate([cols, diag])
+    else:  # diagonal_plus_random: a tridiagonal band plus random entries
+        band_rows, band_cols = _offsets_pattern(xp, n, [-1, 0, 1])
+        extra = max(0, k - 3)
+        r_rows, _ = _from_lengths(xp, xp.floor(rng.random(n) * 2 * extra + 0.5).astype(np.int64), n)
+        r_cols = rng.integers(0, n, r_rows.size)
+        rows, cols = xp.concatenate([band_rows, r_rows]), xp.concatenate([band_cols, r_cols])
+    indptr, indices, data = _canonical(xp, rows, cols, n, n, rng, already_sorted=sorted_pattern)
+    return indptr, indices, data, (n, n)
+
+
+# ---------------------------------------------------------------- 8-bit data
+
+
+def histogram_data(kind: str, n: int, seed: int, xp=np):
+    """n bytes of the named distribution (uniform, or skewed to various degrees)."""
+    if kind not in HISTOGRAM_KINDS:
+        raise ValueError(f"unknown histogram data kind {kind!r}; known: {', '.join(HISTOGRAM_KINDS)}")
+    if n < 1:
+        raise ValueError(f"need n >= 1, got {n}")
+    rng = xp.random.default_rng(seed)
+    host_rng = np.random.default_rng(seed)
+    if kind == "uniform":
+        values = rng.integers(0, 256, n)
+    elif kind == "normal":
+        mean, sd = host_rng.uniform(40, 215), host_rng.uniform(1, 60)
+        values = xp.rint(rng.standard_normal(n) * sd + mean)
+    elif kind == "constant":
+        values = xp.full(n, int(host_rng.integers(0, 256)))
+    elif kind == "exponential":
+        values = xp.floor(-xp.log(1.0 - rng.random(n)) * host_rng.uniform(1, 40))
+    elif kind == "image":  # smooth 2-D scene (sum of waves) plus sensor noise, row-major
+        width = 1 << int(host_rng.integers(8, 13))
+        i = xp.arange(n, dtype=np.float64)
+        x, y = (i % width) / width, xp.floor(i / width) / width
+        fx, fy = host_rng.uniform(0.5, 6, 2)
+        scene = 128 + 60 * xp.sin(2 * math.pi * fx * x) + 60 * xp.cos(2 * math.pi * fy * y)
+        values = xp.rint(scene + rng.standard_normal(n) * host_rng.uniform(0.5, 8))
+    elif kind == "mixed_regions":  # flat regions (heavy contention) next to busy ones: uneven tile costs
+        share = float(host_rng.uniform(0.2, 0.8))
+        values = rng.integers(0, 256, n)
+        region = xp.floor(xp.arange(n, dtype=np.float64) / max(1, n // 16)).astype(np.int64)
+        flat = (region * 2654435761 % 100) < share * 100
+        values = xp.where(flat, int(host_rng.integers(0, 256)), values)
+    elif kind == "few_values":
+        choices = xp.asarray(host_rng.choice(256, size=int(host_rng.integers(2, 17)), replace=False))
+        values = choices[rng.integers(0, int(choices.size), n)]
+    else:  # sparse_spikes: mostly zero
+        values = xp.where(rng.random(n) < host_rng.uniform(0.01, 0.2), rng.integers(0, 256, n), 0)
+    return xp.clip(values, 0, 255).astype(np.uint8)
+
+
+# ---------------------------------------------------------------- sort keys
+
+
+def sort_keys(order: str, n: int, dtype: str, seed: int, xp=np):
+    """n keys of dtype in the named order; almost_sorted swaps 20-25 % of the keys in random pairs."""
+    if order not in SORT_ORDERS:
+        raise ValueError(f"unknown key order {order!r}; known: {', '.join(SORT_ORDERS)}")
+    if dtype not in SORT_DTYPES:
+        raise ValueError(f"unknown key dtype {dtype!r}; known: {', '.join(SORT_DTYPES)}")
+    rng = xp.random.default_rng(seed)
+    host_rng = np.random.default_rng(seed)
+    is_float = dtype.startswith("float")
+    top = 2**30 if dtype == "int32" else 2**60
+    if order == "few_unique":
+        pool = rng.random(int(host_rng.integers(2, 65))) * 1e6 if is_float else rng.integers(0, top, int(host_rng.integers(2, 65)))
+        keys = pool[rng.integers(0, int(pool.size), n)]
+    elif order == "normal":
+        keys = rng.standard_normal(n) * 1e6 if is_float else xp.rint(rng.standard_normal(n) * (top / 8))
+    else:
+        keys = rng.random(n) * 1e6 if is_float else rng.integers(0, top, n)
+    keys = keys.astype(dtype)
+    if order in ("sorted", "reversed", "almost_sorted"):
+        keys = xp.sort(keys)
+        if order == "reversed":
+            keys = keys[::-1].copy()
+        elif order == "almost_sorted":
+            n_pairs = int(n * host_rng.uniform(0.20, 0.25) / 2)
+            pick = xp.argsort(rng.random(n))[: 2 * n_pairs]  # distinct positions (CuPy has no permutation)
+            a, b = pick[:n_pairs], pick[n_pairs:]
+            ka, kb = keys[a].copy(), keys[b].copy()
+            keys[a], keys[b] = kb, ka
+    return keys
+
+
+# ---------------------------------------------------------------- training / test sets
+
+
+def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
+    return float(math.exp(rng.uniform(math.log(low), math.log(high))))
+
+
+def spmv_specs(count: int, seed: int, nnz_range=(2e6, 4e7), avg_range=(2.0, 96.0)) -> list[InputSpec]:
+    """Matrices cycling through the families; nnz and row length log-uniform (several times L2 at the top)."""
+    rng = np.random.default_rng(seed)
+    specs = []
+    for i in range(count):
+        family = MATRIX_FAMILIES[i % len(MATRIX_FAMILIES)]
+        avg = _log_uniform(rng, *avg_range)
+        if family in ("stencil_2d",):
+            avg = 5.0
+        elif family == "stencil_3d":
+            avg = 7.0
+        nnz = _log_uniform(rng, *nnz_range)
+        n_rows = int(min(2**23, max(2**12, nnz / avg)))
+        specs.append(InputSpec("spmv", family, n_rows, int(rng.integers(2**31)), {"avg": round(avg, 2)}))
+    return specs
+
+
+def histogram_specs(count: int, seed: int, size_range=(1e5, 1.6e8)) -> list[InputSpec]:
+    rng = np.random.default_rng(seed)
+    return [InputSpec("histogram", HISTOGRAM_KINDS[i % len(HISTOGRAM_KINDS)], int(_log_uniform(rng, *size_range)),
+                      int(rng.integers(2**31))) for i in range(count)]
+
+
+def sort_specs(count: int, seed: int, size_range=(1e5, 2e7)) -> list[InputSpec]:
+    rng = np.random.default_rng(seed)
+    specs = []
+    for i in range(count):
+        order = SORT_ORDERS[i % len(SORT_ORDERS)]
+        dtype = SORT_DTYPES[(i // len(SORT_ORDERS)) % len(SORT_DTYPES)]
+        specs.append(InputSpec("sort", order, int(_log_uniform(rng, *size_range)), int(rng.integers(2**31)),
+                               {"dtype": dtype}))
+    return specs
+
+
+def train_test(make, n_train: int, n_test: int, seed: int) -> tuple[list[InputSpec], list[InputSpec]]:
+    """Disjoint sets: different seed streams, and any spec equal to a training one is dropped from test."""
+    train = make(n_train, seed)
+    test = [s for s in make(n_test + 8, seed + 7919) if s not in set(train)][:n_test]
+    return train, test

@@ -1,0 +1,83 @@
+"""SpMV kernels (the same dialect source the GPU runs) on PoCL against SciPy, plus the feature kernel."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from adaptune.kernels import features, inputs, spmv
+from adaptune.kernels.device import OpenCLDevice
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return OpenCLDevice()
+
+
+def _run(dev, m, name, x):
+    y = dev.zeros(m.n_rows, np.float32)
+    spmv.variants()[name](m, dev.asarray(x), y)
+    return dev.to_host(y)
+
+
+@pytest.mark.parametrize("family", inputs.MATRIX_FAMILIES)
+def test_every_variant_matches_scipy(dev, family):
+    indptr, indices, data, shape = inputs.sparse_matrix(family, 600, 6.0, seed=3)
+    a = sp.csr_matrix((data, indices, indptr), shape=shape)
+    x = np.random.default_rng(1).standard_normal(shape[1]).astype(np.float32)
+    expected = a.astype(np.float64) @ x.astype(np.float64)
+    m = spmv.upload(dev, indptr, indices, data, shape, ell_max_fill=1e9, dia_max_fill=1e9,
+                    memory_budget_bytes=2**30)
+    assert m.ell is not None and m.dia is not None
+    tol = 1e-4 * (np.abs(a).astype(np.float64) @ np.abs(x)) + 1e-5
+    for name in spmv.variants():
+        if name == "cusparse":
+            continue
+        got = _run(dev, m, name, x)
+        assert np.all(np.abs(got - expected) <= tol), f"{family}/{name}"
+
+
+def test_portable_reduction_path_and_empty_rows(dev):
+    indptr = np.array([0, 0, 3, 3, 40, 41], dtype=np.int32)
+    indices = np.concatenate([[0, 2, 4], np.arange(37) % 5, [1]]).astype(np.int32)
+    data = np.arange(1, 42, dtype=np.float32) / 10
+    a = sp.csr_matrix((data, indices, indptr), shape=(5, 5))
+    x = np.arange(5, dtype=np.float32) + 1
+    m = spmv.upload(dev, indptr, indices, data, (5, 5))
+    for vec in spmv.VECTOR_WIDTHS:
+        y = dev.zeros(5, np.float32)
+        spmv.csr_vector(m, dev.asarray(x), y, vec, portable_reduce=True)
+        np.testing.assert_allclose(dev.to_host(y), a @ x, rtol=1e-5)
+
+
+def test_constraints_refuse_formats_with_large_fill(dev):
+    indptr, indices, data, shape = inputs.sparse_matrix("arrow", 2000, 4.0, seed=5)
+    m = spmv.upload(dev, indptr, indices, data, shape)
+    assert m.ell is None and m.dia is None
+    assert not spmv.available(m, "ell") and not spmv.available(m, "dia")
+    with pytest.raises(spmv.FormatConstraintError, match="ELL"):
+        spmv.ell(m, dev.zeros(shape[1], np.float32), dev.zeros(shape[0], np.float32))
+
+
+def test_bad_shape_is_refused(dev):
+    with pytest.raises(ValueError, match="indptr has"):
+        spmv.upload(dev, np.array([0, 1], np.int32), np.array([0], np.int32), np.ones(1, np.float32), (3, 3))
+
+
+@pytest.mark.parametrize("family", ["banded", "power_law", "stencil_3d", "near_diagonal"])
+def test_features_match_exact_reference(dev, family):
+    indptr, indices, data, shape = inputs.sparse_matrix(family, 1500, 9.0, seed=11)
+    m = spmv.upload(dev, indptr, indices, data, shape)
+    want = features.spmv_features_reference(indptr, indices, shape)
+    for _ in range(2):  # the second call reuses the stamp buffer with a new generation
+        got = features.spmv_features(m, sample_rows=shape[0])
+        for key in features.SPMV_FEATURES:
+            assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-4), key
+
+
+def test_sampled_dia_fill_is_a_lower_bound(dev):
+    indptr, indices, data, shape = inputs.sparse_matrix("uniform_random", 4000, 8.0, seed=2)
+    m = spmv.upload(dev, indptr, indices, data, shape)
+    exact = features.spmv_features_reference(indptr, indices, shape)["dia_fill"]
+    sampled = features.spmv_features(m, sample_rows=200)["dia_fill"]
+    assert 0 < sampled <= exact
+    assert sampled > spmv.DIA_MAX_FILL  # still enough to refuse DIA for a random matrix
