@@ -152,7 +152,8 @@ def _t4_result(item: Any, scale: float, where: str, dropped: set[str]) -> Result
         raise FormatError(f"{where}: times.runtimes must be a list of numbers")
     samples = [_number(s, f"{where}: times.runtimes") * scale for s in runtimes]
     compile_ms = t("compilation") if "compilation" in times else t("compilation_time")
-    observers = {obs: t(key) for key, obs in _TIME_KEYS.items() if key in times}
+    # framework/search times are always written (consumers expect the keys); a zero means "not recorded"
+    observers = {obs: t(key) for key, obs in _TIME_KEYS.items() if key in times and t(key) != 0.0}
 
     measurements = item.get("measurements", [])
     if not isinstance(measurements, list):
