@@ -9,6 +9,7 @@ result plus one chunk, whatever the Cartesian size.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ import numpy as np
 from adaptune.space.constraints import Constraint
 
 CHUNK_ROWS = 1 << 18
+BITMAP_LIMIT = 1 << 28
 
 
 @dataclass
@@ -61,11 +63,23 @@ def mixed_radix_strides(sizes: Sequence[int]) -> np.ndarray:
     return strides
 
 
-def encode_positions(table: np.ndarray, strides: np.ndarray) -> np.ndarray:
-    codes = np.zeros(len(table), dtype=np.int64)
-    for p in range(table.shape[1]):
-        codes += table[:, p].astype(np.int64) * strides[p]
-    return codes
+def sorted_codes(codes: np.ndarray, cartesian_size: int) -> np.ndarray:
+    """Sort unique codes; a boolean bitmap over the Cartesian range beats a comparison sort when it is small."""
+    if len(codes) < 2 or bool(np.all(codes[1:] > codes[:-1])):
+        return codes
+    if cartesian_size <= min(BITMAP_LIMIT, max(1 << 24, 32 * len(codes))):
+        present = np.zeros(cartesian_size, dtype=bool)
+        present[codes] = True
+        return np.flatnonzero(present).astype(np.int64)
+    return np.sort(codes)
+
+
+def decode_codes(codes: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    """Position table (n, d) int32 of mixed-radix codes, in the same row order."""
+    table = np.empty((len(codes), len(sizes)), dtype=np.int32)
+    for p, column in enumerate(np.unravel_index(codes, tuple(sizes))):
+        table[:, p] = column
+    return table
 
 
 class Enumerator:
@@ -104,22 +118,17 @@ class Enumerator:
             if not self.constraints[ci].evaluate(self.constants, 1)[0]:
                 return empty
             stat.rows_out += 1
-        blocks = list(self._expand([], 0))
-        if not blocks:
+        level_strides = [strides[p] for p in self.order]
+        parts = []
+        for block in self._expand([], 0):
+            code = block[0].astype(np.int64) * level_strides[0]
+            for col, stride in zip(block[1:], level_strides[1:], strict=True):
+                code += col * stride
+            parts.append(code)
+        if not parts:
             return empty
-        table = np.empty((sum(len(b[0]) for b in blocks), d), dtype=np.int32)
-        row = 0
-        for block in blocks:
-            n = len(block[0])
-            for level, p in enumerate(self.order):
-                table[row:row + n, p] = block[level]
-            row += n
-        del blocks
-        codes = encode_positions(table, strides)
-        if len(codes) > 1 and not bool(np.all(codes[1:] > codes[:-1])):
-            perm = np.argsort(codes)
-            table, codes = table[perm], codes[perm]
-        return table, codes
+        codes = sorted_codes(np.concatenate(parts), math.prod(self.sizes))
+        return decode_codes(codes, self.sizes), codes
 
     def _expand(self, cols: list[np.ndarray], level: int) -> Iterator[list[np.ndarray]]:
         p = self.order[level]

@@ -172,6 +172,11 @@ class Space:
         return isinstance(config, Mapping) and self.find(config) is not None
 
     @property
+    def constraint_texts(self) -> tuple[str | Callable[[dict[str, Any]], Any], ...]:
+        """The constraints as given: text for expressions, the callable itself otherwise."""
+        return tuple(c.text for c in self._text_constraints) + tuple(c.fn for c in self._callable_constraints)
+
+    @property
     def table(self) -> np.ndarray:
         """Positions of the valid configurations, (n_valid, n_params) int32, read-only."""
         return self._table
