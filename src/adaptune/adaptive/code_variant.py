@@ -1,0 +1,489 @@
+"""``CodeVariant``: a named tunable function whose implementation is chosen per input by a model.
+
+Nitro's model (seed 001, ch. 2) in Python: variants share one signature, the default is correct for
+every input, features are cheap callables, constraints say when a variant may not run. Beyond Nitro,
+a variant may carry a :class:`~adaptune.space.Space`; the model then picks (variant, configuration).
+Dispatch (``cv(*args)``) evaluates the features, queries a compiled predictor (a few NumPy
+operations, no scikit-learn call), checks the chosen variant's constraint and runs it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import inspect
+import math
+import platform
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adaptune.adaptive.compiled import ModelParams, Predictor, compile_predictor
+from adaptune.adaptive.dataset import LabelledSet
+from adaptune.adaptive.features import FeatureSet, PendingFeatures
+from adaptune.adaptive.labelling import (
+    Label,
+    MeasureOptions,
+    MemoryCache,
+    StoreCache,
+    as_inputs,
+    outputs_match,
+)
+from adaptune.adaptive.models import MODEL_KINDS, FittedModel, choose_model, fit_model
+from adaptune.records import DeviceInfo, Result
+
+Objective = str | Callable[[Mapping[str, float]], float]
+
+
+@dataclass
+class _Variant:
+    name: str
+    fn: Callable[..., Any]
+    space: Any = None
+    strategy: str = "random"
+    budget: int | None = None
+    constraints: list[Callable[..., bool]] = field(default_factory=list)
+
+    def constraint(self) -> Callable[..., bool] | None:
+        if not self.constraints:
+            return None
+        if len(self.constraints) == 1:
+            return self.constraints[0]
+        cs = tuple(self.constraints)
+        return lambda *args: all(c(*args) for c in cs)
+
+
+@dataclass(frozen=True)
+class _Dispatch:
+    """Everything dispatch reads, swapped in one assignment so concurrent calls see a consistent model."""
+
+    predict: Predictor
+    labels: tuple[Label, ...]
+    entries: tuple[tuple[Callable[..., Any], dict[str, Any], Callable[..., bool] | None], ...]
+    params: ModelParams
+    kind: str
+    provenance: dict[str, Any]
+
+
+@dataclass
+class TrainReport:
+    """What training did: the model, its cross-validated quality, and what it cost to label."""
+
+    model: str
+    labels: list[str]
+    labels_used: int
+    inputs: list[str]
+    cv_fraction_of_oracle: float | None
+    model_scores: dict[str, float]
+    hyperparameters: dict[str, Any]
+    measured: int
+    reused: int
+    failures: list[dict[str, str]]
+    wall_s: float
+    learning_curve: list[dict[str, Any]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+def cpu_device() -> DeviceInfo:
+    """This machine's CPU as a device record (labels are only valid on the device that measured them)."""
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import os
+
+    return DeviceInfo(name=name, platform="cpu", driver=platform.python_version(),
+                      properties={"cores": os.cpu_count() or 0})
+
+
+class CodeVariant:
+    """A tunable function: variants, features, constraints, a default, and a selection model.
+
+    ``objective``: ``"time"`` (wall time, or ``timer``'s value), the name of a metric returned by
+    ``metrics``, or a callable aggregating the metrics dict into one value; always minimised.
+    ``timer(run) -> ms`` times one call of the zero-argument ``run`` (e.g. with CUDA events);
+    ``sync()`` is called after each call in the default wall-clock timer (e.g. a device synchronise);
+    ``metrics(run) -> dict`` measures several quantities of one call (e.g. time_ms and energy_j).
+    ``verify``: compare every variant's output with the default's (True), not at all (False), or a
+    callable ``(reference, output) -> bool``.
+    """
+
+    def __init__(self, name: str, *, objective: Objective = "time", timer: Callable[..., float] | None = None,
+                 sync: Callable[[], Any] | None = None, metrics: Callable[..., Mapping[str, float]] | None = None,
+                 verify: bool | Callable[[Any, Any], bool] = True, atol: float = 1e-6, rtol: float = 1e-5,
+                 parallel_features: bool = False, device: DeviceInfo | None = None) -> None:
+        if not name:
+            raise ValueError("a CodeVariant needs a name")
+        if isinstance(objective, str) and objective != "time" and metrics is None:
+            raise ValueError(f"objective {objective!r} is a metric name, so pass metrics=callable(run) -> dict")
+        self.name = name
+        self.objective = objective
+        self.timer, self.sync, self.metrics = timer, sync, metrics
+        self.verify, self.atol, self.rtol = verify, atol, rtol
+        self.parallel_features = parallel_features
+        self.device = device
+        self.features = FeatureSet()
+        self._variants: dict[str, _Variant] = {}
+        self._by_fn: dict[int, str] = {}
+        self._default: str | None = None
+        self._state: _Dispatch | None = None
+        self._local = threading.local()
+        self.last_training: TrainReport | None = None
+
+    # ------------------------------------------------------------------------------ registration
+
+    def variant(self, fn: Callable[..., Any] | None = None, *, name: str | None = None, default: bool = False,
+                space: Any = None, strategy: str = "random", budget: int | None = None) -> Any:
+        """Register a variant (usable bare, ``@cv.variant``, or with options ``@cv.variant(default=True)``).
+
+        ``space``: an :class:`adaptune.space.Space` of keyword parameters the variant accepts; per
+        training input its best configuration is searched with ``strategy`` under ``budget`` evaluations.
+        """
+        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+            vname = name or getattr(f, "__name__", "")
+            if not vname or vname == "<lambda>":
+                raise ValueError("a lambda variant needs name=")
+            if vname in self._variants:
+                raise ValueError(f"variant {vname!r} is already registered in {self.name!r}")
+            if space is not None and len(space) == 0:
+                raise ValueError(f"variant {vname!r}: its space has no valid configuration")
+            self._variants[vname] = _Variant(vname, f, space, strategy, budget)
+            self._by_fn[id(f)] = vname
+            if default:
+                self.set_default(vname)
+            self._state = None  # a model trained without this variant no longer describes the function
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def set_default(self, variant: Callable[..., Any] | str) -> None:
+        """The variant that is correct for every input; run when a constraint fails or before training."""
+        self._default = self._resolve(variant)
+
+    def feature(self, fn: Callable[..., float] | None = None, *, name: str | None = None) -> Any:
+        """Register an input feature: called with the variants' arguments, returns a number."""
+        def register(f: Callable[..., float]) -> Callable[..., float]:
+            self.features.add(f, name)
+            self._state = None
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def constraint(self, variant: Callable[..., Any] | str) -> Callable[[Callable[..., bool]], Callable[..., bool]]:
+        """Decorator: ``fn(*args) -> bool`` says whether ``variant`` may run on these inputs."""
+        vname = self._resolve(variant)
+
+        def register(fn: Callable[..., bool]) -> Callable[..., bool]:
+            self._variants[vname].constraints.append(fn)
+            if self._state is not None:
+                self._state = self._dispatch_for(self._state.params, self._state.labels, self._state.kind,
+                                                 self._state.provenance)
+            return fn
+
+        return register
+
+    def _resolve(self, variant: Callable[..., Any] | str) -> str:
+        vname = variant if isinstance(variant, str) else self._by_fn.get(id(variant))
+        if vname is None or vname not in self._variants:
+            known = ", ".join(self._variants) or "none yet"
+            raise KeyError(f"{variant!r} is not a variant of {self.name!r} (variants: {known})")
+        return vname
+
+    # ------------------------------------------------------------------------------ introspection
+
+    @property
+    def variant_names(self) -> list[str]:
+        return list(self._variants)
+
+    @property
+    def feature_names(self) -> list[str]:
+        return self.features.names
+
+    @property
+    def default_name(self) -> str:
+        if not self._variants:
+            raise ValueError(f"{self.name!r} has no variants")
+        return self._default or next(iter(self._variants))
+
+    @property
+    def default_label(self) -> Label:
+        return self._label_with_default_config(self.default_name)
+
+    def _label_with_default_config(self, vname: str) -> Label:
+        space = self._variants[vname].space
+        if space is None:
+            return Label(vname)
+        idx = space.default_index()
+        return Label.of(vname, space.config(0 if idx is None else idx))
+
+    def plain_labels(self) -> list[Label]:
+        """Initial candidate labels: each variant (with its default configuration if it has a Space)."""
+        return [self._label_with_default_config(v) for v in self._variants]
+
+    def parametrised_variants(self) -> list[str]:
+        return [v.name for v in self._variants.values() if v.space is not None]
+
+    def space_of(self, vname: str) -> Any:
+        return self._variants[vname].space
+
+    def strategy_of(self, vname: str) -> str:
+        return self._variants[vname].strategy
+
+    def budget_of(self, vname: str) -> int | None:
+        return self._variants[vname].budget
+
+    def variant_function(self, vname: str) -> Callable[..., Any]:
+        return self._variants[vname].fn
+
+    def constraint_for(self, vname: str) -> Callable[..., bool] | None:
+        return self._variants[vname].constraint()
+
+    def source_hash(self) -> str:
+        """Identity of the code being tuned: variant, feature and constraint sources (or names)."""
+        h = hashlib.sha1()
+        for v in self._variants.values():
+            for f in (v.fn, *v.constraints):
+                try:
+                    h.update(inspect.getsource(f).encode())
+                except (OSError, TypeError):
+                    h.update(getattr(f, "__qualname__", repr(f)).encode())
+        h.update(",".join(self.feature_names).encode())
+        return h.hexdigest()[:16]
+
+    def synchronize(self) -> None:
+        if self.sync is not None:
+            self.sync()
+
+    def verify_output(self, reference: Any, output: Any) -> bool:
+        if callable(self.verify):
+            return bool(self.verify(reference, output))
+        return outputs_match(reference, output, self.atol, self.rtol) if self.verify else True
+
+    def cost_of(self, result: Result) -> float:
+        """The minimised objective of a measured result."""
+        if not result.ok:
+            return math.inf
+        if callable(self.objective):
+            return float(self.objective({"time_ms": result.time_ms, **result.observers}))
+        if self.objective == "time":
+            return float(result.time_ms)
+        return float(result.observers[self.objective])
+
+    # ------------------------------------------------------------------------------ dispatch
+
+    def fix_inputs(self, *args: Any) -> None:
+        """Start evaluating features for ``args`` now; the next ``cv()`` (no arguments) joins and runs."""
+        self._local.pending = self.features.start(args, self.parallel_features)
+
+    def features_of(self, *args: Any) -> np.ndarray:
+        if self.parallel_features:
+            return self.features.evaluate_parallel(args)
+        return self.features.evaluate(args)
+
+    def __call__(self, *args: Any) -> Any:
+        """Features -> model -> constraint check -> variant (the default before training)."""
+        if not args:
+            pending: PendingFeatures | None = getattr(self._local, "pending", None)
+            if pending is not None:
+                self._local.pending = None
+                args = pending.args
+                state = self._state
+                if state is None:
+                    return self._variants[self.default_name].fn(*args)
+                return self._run(state, state.predict(pending.result()), args)
+        state = self._state
+        if state is None:
+            return self._variants[self.default_name].fn(*args)
+        x = self.features.evaluate_parallel(args) if self.parallel_features else self.features.evaluate(args)
+        return self._run(state, state.predict(x), args)
+
+    @staticmethod
+    def _run(state: _Dispatch, i: int, args: tuple[Any, ...]) -> Any:
+        fn, params, constraint = state.entries[i]
+        if constraint is not None and not constraint(*args):
+            fn, params, _ = state.entries[-1]  # the default, appended last
+        return fn(*args, **params) if params else fn(*args)
+
+    def predict(self, features: Sequence[float] | np.ndarray) -> Label:
+        """The label the model picks for a feature vector (no constraint check)."""
+        state = self._require_model()
+        return state.labels[state.predict(np.asarray(features, float))]
+
+    def select(self, *args: Any) -> Label:
+        """The label ``cv(*args)`` would run, constraint fallback included; runs nothing else."""
+        state = self._require_model()
+        i = state.predict(self.features_of(*args))
+        constraint = state.entries[i][2]
+        if constraint is not None and not constraint(*args):
+            return self.default_label
+        return state.labels[i]
+
+    def _require_model(self) -> _Dispatch:
+        if self._state is None:
+            raise ValueError(f"{self.name!r} has no model yet: call train() or load a saved one")
+        return self._state
+
+    @property
+    def model_kind(self) -> str | None:
+        return None if self._state is None else self._state.kind
+
+    @property
+    def model_params(self) -> ModelParams | None:
+        return None if self._state is None else self._state.params
+
+    @property
+    def model_labels(self) -> list[Label]:
+        return [] if self._state is None else list(self._state.labels)
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return {} if self._state is None else dict(self._state.provenance)
+
+    def install_model(self, params: ModelParams, labels: Sequence[Label], kind: str,
+                      provenance: Mapping[str, Any] | None = None) -> None:
+        """Use a fitted model (label indices refer to ``labels``)."""
+        for lab in labels:
+            if lab.variant not in self._variants:
+                raise ValueError(f"model label {lab} names no variant of {self.name!r} "
+                                 f"(variants: {', '.join(self._variants)})")
+        self._state = self._dispatch_for(params, tuple(labels), kind, dict(provenance or {}))
+
+    def _dispatch_for(self, params: ModelParams, labels: tuple[Label, ...], kind: str,
+                      provenance: dict[str, Any]) -> _Dispatch:
+        entries = [(self._variants[lab.variant].fn, lab.params, self._variants[lab.variant].constraint())
+                   for lab in labels]
+        default = self.default_label
+        entries.append((self._variants[default.variant].fn, default.params, None))
+        return _Dispatch(compile_predictor(params), labels, tuple(entries), params, kind, provenance)
+
+    # ------------------------------------------------------------------------------ training
+
+    def open_cache(self, db: Any = None) -> Any:
+        """Where labels live: ``None`` in memory; a path, URL or Store: the results store."""
+        if db is None:
+            return MemoryCache()
+        from adaptune.store import Store
+
+        store = db if isinstance(db, Store) else Store(db)
+        space_desc = {"variants": self.variant_names, "features": self.feature_names,
+                      "objective": self.objective if isinstance(self.objective, str) else "custom",
+                      "spaces": {v: self._variants[v].space.names for v in self.parametrised_variants()}}
+        return StoreCache(store, self.device or cpu_device(), self.name, self.source_hash(), space_desc)
+
+    def train(self, inputs: Iterable[Any] | Mapping[str, Any], *, model: str = "svm", active: int | None = None,
+              target: float | None = None, holdout: Iterable[Any] | Mapping[str, Any] | None = None,
+              db: Any = None, repeats: int = 7, warmup: int = 1, min_sample_ms: float = 1.0,
+              max_call_ms: float = math.inf, search_budget: int = 20, seed: int = 0,
+              progress: bool = True) -> TrainReport:
+        """Label training inputs (measured once, stored in ``db``), fit ``model`` and install it.
+
+        ``model``: one of ``svm`` (default), ``tree``, ``knn``, ``cost``, ``forest``, ``boosting``, or
+        ``auto`` (best cross-validated fraction of oracle). ``active=N``: label at most N inputs, chosen by
+        best-vs-second-best margin (Nitro's ``itune``); ``target`` stops earlier once the fraction of oracle
+        on ``holdout`` reaches it.
+        """
+        import time
+
+        from adaptune.adaptive.active import active_learn
+
+        if not self._variants:
+            raise ValueError(f"{self.name!r} has no variants to train")
+        if not self.feature_names:
+            raise ValueError(f"{self.name!r} has no features: register some with cv.feature(...)")
+        if model != "auto" and model not in MODEL_KINDS:
+            raise ValueError(f"unknown model {model!r}; choose one of: auto, {', '.join(MODEL_KINDS)}")
+        t0 = time.perf_counter()
+        pool = as_inputs(inputs)
+        if not pool:
+            raise ValueError("no training inputs")
+        cache = self.open_cache(db)
+        options = MeasureOptions(repeats=repeats, warmup=warmup, min_sample_ms=min_sample_ms,
+                                 max_call_ms=max_call_ms, verify=bool(self.verify))
+        lset = LabelledSet(self, pool, cache, options, search_budget=search_budget, seed=seed,
+                           progress=progress, description=f"{self.name}: labelling")
+        curve = None
+        if active:
+            held = None
+            if holdout is not None:
+                held = LabelledSet(self, as_inputs(holdout), cache, options, search_budget=search_budget,
+                                   seed=seed, progress=progress, description=f"{self.name}: hold-out")
+            result = active_learn(lset, int(active), holdout=held, target=target, kind="svm" if model == "auto"
+                                  else model, seed=seed, progress=progress)
+            rows, curve = result.rows, result.curve
+        else:
+            lset.label()
+            rows = list(range(len(pool)))
+        features = lset.features[rows]
+        costs, runtime = lset.costs(rows)
+        scores: dict[str, float] = {}
+        if model == "auto":
+            fitted, scores = choose_model(features, costs, runtime, seed=seed)
+        else:
+            fitted = fit_model(model, features, costs, runtime, seed=seed)
+            scores = {model: float(fitted.cv_fraction or 0.0)}
+        failures = [{"input": pool[r].name, "label": str(lab), "status": str(res.status), "error": res.error}
+                    for r in rows for lab, res in lset.results[r].items() if not res.ok]
+        provenance = {
+            "device": (self.device or cpu_device()).to_dict(),
+            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "inputs": [pool[r].name for r in rows], "model": fitted.kind, "hyperparameters": fitted.hyper,
+            "cv_fraction_of_oracle": fitted.cv_fraction, "repeats": repeats,
+            "objective": self.objective if isinstance(self.objective, str) else "custom",
+        }
+        self._install_fitted(fitted, lset.labels, provenance)
+        measured = lset.measured_now
+        total = sum(len(lset.results[r]) for r in rows)
+        self.last_training = TrainReport(
+            model=fitted.kind, labels=[str(lab) for lab in lset.labels], labels_used=len(rows),
+            inputs=[pool[r].name for r in rows], cv_fraction_of_oracle=fitted.cv_fraction,
+            model_scores=scores, hyperparameters=fitted.hyper, measured=measured,
+            reused=max(0, total - measured), failures=failures, wall_s=time.perf_counter() - t0,
+            learning_curve=curve)
+        return self.last_training
+
+    def _install_fitted(self, fitted: FittedModel, labels: Sequence[Label], provenance: dict[str, Any]) -> None:
+        self.install_model(fitted.params, labels, fitted.kind, provenance)
+
+    # ------------------------------------------------------------------------------ persistence
+
+    def save(self, path: str | Path) -> Path:
+        """Write the model as JSON (no code, no pickle): arrays, scaler, names, provenance."""
+        from adaptune.adaptive.persist import save_model
+
+        return save_model(self, path)
+
+    def load_model(self, path: str | Path) -> None:
+        """Install a saved model; refused with a clear message if its features or variants differ."""
+        from adaptune.adaptive.persist import load_into
+
+        load_into(self, path)
+
+    @classmethod
+    def load(cls, path: str | Path, variants: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
+             features: Sequence[Callable[..., float]] | Mapping[str, Callable[..., float]] | None = None,
+             constraints: Mapping[Any, Callable[..., bool]] | None = None, **options: Any) -> CodeVariant:
+        """Rebuild a code variant from a saved model and the functions it names.
+
+        ``features`` may be omitted only if ``variants`` come from a module whose functions carry the
+        same names as the saved features (rare); normally pass them (a list in saved order, or by name).
+        """
+        from adaptune.adaptive.persist import load_code_variant
+
+        return load_code_variant(path, variants, features, constraints, **options)
+
+    def __repr__(self) -> str:
+        model = self._state.kind if self._state else "untrained"
+        return (f"CodeVariant({self.name!r}, variants={self.variant_names}, features={self.feature_names}, "
+                f"model={model})")

@@ -1,0 +1,170 @@
+"""Saved models: one JSON file that loads without executing anything (no pickle, no code).
+
+Arrays are stored as ``{"dtype", "shape", "data"}`` with nested lists; Python writes floats with
+the shortest repr that round-trips, so float64 parameters come back bit for bit and predictions
+after load are identical. The file names the features and variants it was trained with; loading it
+into a code variant whose features or variants differ is refused with a message saying what differs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from adaptune.adaptive.compiled import KINDS, ModelParams
+from adaptune.adaptive.labelling import Label
+
+if TYPE_CHECKING:
+    from adaptune.adaptive.code_variant import CodeVariant
+
+FORMAT = "adaptune.code_variant"
+VERSION = 1
+_DTYPES = {"float64", "float32", "int64", "int32", "bool"}
+
+
+class ModelFileError(ValueError):
+    """A saved model that cannot be used here: unreadable, another format, or another code variant."""
+
+
+def _encode_array(a: np.ndarray) -> dict[str, Any]:
+    return {"dtype": str(a.dtype), "shape": list(a.shape), "data": a.ravel().tolist()}
+
+
+def _decode_array(name: str, d: Any) -> np.ndarray:
+    if not isinstance(d, dict) or d.get("dtype") not in _DTYPES or not isinstance(d.get("data"), list):
+        raise ModelFileError(f"array {name!r} is malformed (needs dtype in {sorted(_DTYPES)}, shape, data)")
+    a = np.asarray([math.inf if v == "inf" else v for v in d["data"]], dtype=d["dtype"])
+    try:
+        return a.reshape(d["shape"])
+    except (ValueError, TypeError) as exc:
+        raise ModelFileError(f"array {name!r}: {exc}") from exc
+
+
+def _jsonable_float(v: float) -> Any:
+    return "inf" if v == math.inf else v
+
+
+def to_document(cv: CodeVariant) -> dict[str, Any]:
+    params = cv.model_params
+    if params is None:
+        raise ValueError(f"{cv.name!r} has no model to save: train it first")
+    arrays = {}
+    for k, a in params.arrays.items():
+        enc = _encode_array(np.asarray(a))
+        if enc["dtype"].startswith("float"):
+            enc["data"] = [_jsonable_float(v) for v in enc["data"]]  # JSON has no infinity
+        arrays[k] = enc
+    return {
+        "format": FORMAT, "version": VERSION, "name": cv.name,
+        "features": cv.feature_names, "variants": cv.variant_names, "default": cv.default_name,
+        "labels": [{"variant": lab.variant, "config": lab.params} for lab in cv.model_labels],
+        "model": {"kind": params.kind, "scalars": params.scalars, "arrays": arrays},
+        "provenance": cv.provenance,
+    }
+
+
+def save_model(cv: CodeVariant, path: str | Path) -> Path:
+    path = Path(path)
+    doc = to_document(cv)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, allow_nan=False))
+    tmp.replace(path)  # never leave a half-written model behind
+    return path
+
+
+def read_document(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelFileError(f"{path}: not a readable adaptune model ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ModelFileError(f"{path}: not an adaptune code-variant model (format {doc.get('format')!r})"
+                             if isinstance(doc, dict) else f"{path}: not an adaptune model")
+    if doc.get("version") != VERSION:
+        raise ModelFileError(f"{path}: model format version {doc.get('version')} is not supported (need {VERSION})")
+    kind = doc.get("model", {}).get("kind")
+    if kind not in KINDS:
+        raise ModelFileError(f"{path}: unknown model kind {kind!r}")
+    return doc
+
+
+def params_of(doc: dict[str, Any]) -> tuple[ModelParams, list[Label]]:
+    m = doc["model"]
+    arrays = {k: _decode_array(k, v) for k, v in m.get("arrays", {}).items()}
+    labels = [Label.of(d["variant"], d.get("config") or {}) for d in doc.get("labels", [])]
+    return ModelParams(m["kind"], arrays, dict(m.get("scalars", {}))), labels
+
+
+def _check_matches(cv: CodeVariant, doc: dict[str, Any], path: Path) -> None:
+    if doc["features"] != cv.feature_names:
+        raise ModelFileError(f"{path}: model was trained with features {doc['features']}, "
+                             f"but {cv.name!r} has {cv.feature_names}")
+    missing = sorted({lab["variant"] for lab in doc["labels"]} - set(cv.variant_names))
+    if missing:
+        raise ModelFileError(f"{path}: model chooses variants {missing} that {cv.name!r} does not have "
+                             f"(it has {cv.variant_names})")
+    if sorted(doc["variants"]) != sorted(cv.variant_names):
+        raise ModelFileError(f"{path}: model was trained with variants {doc['variants']}, "
+                             f"but {cv.name!r} has {cv.variant_names}")
+
+
+def load_into(cv: CodeVariant, path: str | Path) -> None:
+    path = Path(path)
+    doc = read_document(path)
+    _check_matches(cv, doc, path)
+    params, labels = params_of(doc)
+    try:
+        cv.install_model(params, labels, params.kind, doc.get("provenance", {}))
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise ModelFileError(f"{path}: model parameters are inconsistent ({type(exc).__name__}: {exc})") from exc
+
+
+def _named(items: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    if isinstance(items, Mapping):
+        return dict(items)
+    return {getattr(f, "__name__", ""): f for f in items}
+
+
+def load_code_variant(path: str | Path, variants: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
+                      features: Sequence[Callable[..., float]] | Mapping[str, Callable[..., float]] | None,
+                      constraints: Mapping[Any, Callable[..., bool]] | None, **options: Any) -> CodeVariant:
+    from adaptune.adaptive.code_variant import CodeVariant
+
+    path = Path(path)
+    doc = read_document(path)
+    fns = _named(variants)
+    missing = [v for v in doc["variants"] if v not in fns]
+    if missing:
+        raise ModelFileError(f"{path}: variants {missing} were not passed (got {sorted(fns)})")
+    extra = sorted(set(fns) - set(doc["variants"]))
+    if extra:
+        raise ModelFileError(f"{path}: model was trained without variants {extra}")
+    if features is None:
+        raise ModelFileError(f"{path}: pass features= (the model needs {doc['features']})")
+    if isinstance(features, Mapping):
+        absent = [f for f in doc["features"] if f not in features]
+        if absent:
+            raise ModelFileError(f"{path}: features {absent} were not passed")
+        feature_fns = [(n, features[n]) for n in doc["features"]]
+    else:
+        if len(features) != len(doc["features"]):
+            raise ModelFileError(f"{path}: model needs {len(doc['features'])} features {doc['features']}, "
+                                 f"got {len(features)}")
+        feature_fns = list(zip(doc["features"], features, strict=True))
+    cv = CodeVariant(doc["name"], **options)
+    for vname in doc["variants"]:
+        cv.variant(fns[vname], name=vname, default=vname == doc["default"])
+    for fname, fn in feature_fns:
+        cv.feature(fn, name=fname)
+    for variant, fn in (constraints or {}).items():
+        cv.constraint(variant)(fn)
+    load_into(cv, path)
+    return cv
