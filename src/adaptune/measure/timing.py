@@ -13,11 +13,11 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
-from scipy.stats import binom
-
 
 @lru_cache(maxsize=512)
 def _median_ci_ranks(n: int, confidence: float) -> tuple[int, int]:
+    from scipy.stats import binom  # lazily: only adaptive repeats need it
+
     j = int(binom.ppf((1 - confidence) / 2, n, 0.5))
     return max(j - 1, 0), min(n - j, n - 1)
 

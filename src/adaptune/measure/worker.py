@@ -8,6 +8,7 @@ It answers messages from :class:`~adaptune.measure.measurer.Measurer` over a pip
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import signal
 import warnings
@@ -33,7 +34,8 @@ def worker_main(conn: Connection, payload: bytes) -> None:
     try:
         _serve(conn, runner)
     finally:
-        runner.close()
+        with contextlib.suppress(Exception):  # a poisoned CUDA context fails even to close
+            runner.close()
 
 
 def _serve(conn: Connection, runner: Any) -> None:

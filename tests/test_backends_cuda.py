@@ -1,0 +1,165 @@
+"""The CUDA backend, NVML observer and CuPy-timed Python variants, on a real NVIDIA GPU.
+
+Skipped where CuPy or a GPU is missing (CI). On a GPU box run it with ``pytest -s`` to see the
+measured numbers; it also runs as a script where pytest is not installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import numpy as np
+
+from adaptune.measure import CallableSpec, KernelSpec, Measurer, MeasureSettings
+from adaptune.records import Status
+
+try:
+    import pytest
+except ImportError:  # the GPU machine may lack pytest: the __main__ block below runs the tests
+    pytest = None
+
+
+def _gpu_present() -> bool:
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    import cupy
+
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # CuPy without a driver
+        return False
+
+
+if pytest is not None:
+    pytestmark = pytest.mark.skipif(not _gpu_present(), reason="needs CuPy and an NVIDIA GPU")
+
+N = 1 << 20
+rng = np.random.default_rng(3)
+A = rng.random(N, dtype=np.float32) + 0.5
+B = rng.random(N, dtype=np.float32)
+
+SOURCE = r"""
+extern "C" __global__ void vadd(float *a, const float *b, float *c, int n) {
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+#if mode == 1
+    if (i < n) c[i] = a[i] - b[i];
+#elif mode == 2
+    volatile float *va = a;
+    while (va[0] >= 0.0f) { }
+#elif mode == 3
+    ((float *)16)[i] = 1.0f;
+#elif mode == 4
+    if (i < n) { a[i] = 2.0f * a[i]; c[i] = a[i] + b[i]; }
+#else
+    if (i < n) c[i] = a[i] + b[i];
+#endif
+}
+"""
+
+TEMPLATED = r"""
+template <int BS, typename T>
+__global__ void tadd(const T *a, const T *b, T *c, int n) {
+    int i = blockIdx.x * BS + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i] + (T)EXTRA;
+}
+"""
+
+
+def spec(**kw) -> KernelSpec:
+    kw.setdefault("answer", [None, None, A + B, None])
+    return KernelSpec(SOURCE, "vadd", [A, B, np.zeros_like(A), np.int32(N)], problem_size=N, **kw)
+
+
+def test_cuda_measures_with_nvml_and_survives_faults():
+    settings = MeasureSettings(repeats=20, timeout_s=5.0, observers=("nvml",))
+    with Measurer(spec(), "cuda", settings) as m:
+        info = m.device_info()
+        ok = m.measure({"block_size_x": 256, "mode": 0})
+        wrong = m.measure({"block_size_x": 256, "mode": 1})
+        too_big = m.measure({"block_size_x": 2048, "mode": 0})
+        broken = m.measure({"block_size_x": 256, "mode": "0 +"})
+        illegal = m.measure({"block_size_x": 256, "mode": 3})
+        after_illegal = m.measure({"block_size_x": 128, "mode": 0})
+        endless = m.measure({"block_size_x": 256, "mode": 2})
+        after_endless = m.measure({"block_size_x": 512, "mode": 0})
+        restarts = m.restarts
+    print(f"\n{info.name} driver {info.driver} cc {info.properties['compute_capability']}")
+    print(f"vadd n={N}: {ok.time_ms * 1e3:.1f} us median, {3 * 4 * N / ok.time_ms / 1e6:.0f} GB/s, "
+          f"compile {ok.compile_ms:.0f} ms, observers {ok.observers}")
+    for r in (wrong, too_big, broken, illegal, endless):
+        print(f"  {r.config}: {r.status} - {r.error[:150]!r}")
+    assert info.platform == "cuda"
+    assert ok.ok and len(ok.samples) == 20 and ok.time_ms > 0, ok.error
+    assert {"sm_clock_mhz", "temperature_c", "power_w"} <= set(ok.observers)
+    assert wrong.status == Status.WRONG_RESULT
+    assert too_big.status == Status.LAUNCH_ERROR and "not launched" in too_big.error
+    assert broken.status == Status.COMPILE_ERROR
+    assert illegal.status == Status.LAUNCH_ERROR
+    assert after_illegal.ok, after_illegal.error
+    assert endless.status == Status.TIMEOUT
+    assert after_endless.ok, after_endless.error
+    assert restarts == 2
+
+
+def test_cuda_restores_inputs_and_prefetches():
+    configs = [{"block_size_x": b, "mode": 4} for b in (64, 128, 256, 1024)]
+    with Measurer(spec(answer=[None, None, 2 * A + B, None]), "cuda", MeasureSettings(repeats=5)) as m:
+        m.prefetch(configs)
+        results = [m.measure(c) for c in configs]
+        stats = m.stats()
+    print(f"\nprefetch stats {stats}; times (us) {[round(r.time_ms * 1e3, 1) for r in results]}")
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert stats["compiles"] == 4 and stats["prefetched"] == 4
+
+
+def test_cuda_template_parameters():
+    s = KernelSpec(TEMPLATED, "tadd", [A, B, np.zeros_like(A), np.int32(N)], problem_size=N,
+                   template_params=["block_size_x", "T"], defines={"EXTRA": 1}, answer=[None, None, A + B + 1, None])
+    with Measurer(s, "cuda", MeasureSettings(repeats=5)) as m:
+        r = m.measure({"block_size_x": 128, "T": "float"})
+    assert r.ok, r.error
+
+
+def test_energy_over_many_repeats():
+    n = 1 << 26
+    a = np.ones(n, np.float32)
+    s = KernelSpec(SOURCE, "vadd", [a, a, np.zeros_like(a), np.int32(n)], problem_size=n, restore_inputs=False)
+    with Measurer(s, "cuda", MeasureSettings(repeats=500, observers=("nvml",))) as m:
+        r = m.measure({"block_size_x": 256, "mode": 0})
+    print(f"\nvadd n={n} x500: {r.time_ms:.3f} ms median ({3 * 4 * n / r.time_ms / 1e6:.0f} GB/s), "
+          f"benchmark {r.benchmark_ms:.0f} ms, observers {r.observers}")
+    assert r.ok and r.observers.get("energy_j", 0) > 0
+
+
+def cupy_add(config, a, b):
+    import cupy
+
+    out = cupy.empty_like(a)
+    cupy.add(a, b, out=out)
+    return out
+
+
+def test_python_variant_on_cupy_is_timed_with_events():
+    import cupy
+
+    s = CallableSpec(cupy_add, [cupy.asarray(A), cupy.asarray(B)], answer=[A + B])
+    with Measurer(s, "python", MeasureSettings(repeats=10)) as m:
+        r = m.measure({})
+    print(f"\ncupy add via CallableSpec: {r.time_ms * 1e3:.1f} us median")
+    assert r.ok and math.isfinite(r.time_ms), r.error
+
+
+if __name__ == "__main__":
+    if not _gpu_present():
+        raise SystemExit("needs CuPy and an NVIDIA GPU")
+    failed = 0
+    for name, fn in list(globals().items()):
+        if name.startswith("test_") and callable(fn):
+            try:
+                fn()
+                print(f"PASS {name}")
+            except Exception as exc:
+                failed += 1
+                print(f"FAIL {name}: {type(exc).__name__}: {exc}")
+    raise SystemExit(1 if failed else 0)
