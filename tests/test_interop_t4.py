@@ -137,3 +137,21 @@ def test_malformed_t4_is_named(tmp_path, doc, message):
     with pytest.raises(FormatError, match=message) as err:
         load_t4(path)
     assert "bad_t4.json" in str(err.value)
+
+
+def test_published_t4_file_agrees_with_its_kernel_tuner_cache():
+    """benchmark_hub ships the A100 run twice: as a Kernel Tuner cache and as Kernel Tuner's T4 export."""
+    t4 = load_recorded(CONVOLUTION_A100.with_name("A100_T4.json.gz"))
+    kt = load_kt_cache(CONVOLUTION_A100)
+    assert t4.meta["format"] == "t4" and t4.names == kt.names
+    assert [(r.config, r.status, r.time_ms, r.samples, r.compile_ms) for r in t4.results] == \
+           [(r.config, r.status, r.time_ms, r.samples, r.compile_ms) for r in kt.results]
+
+
+def test_load_recorded_reads_an_adaptune_database(tmp_path):
+    rec = load_kt_cache(VECTOR_ADD)
+    with Store(tmp_path / "runs.db") as store:
+        rec.to_store(store, name="vadd")
+    back = load_recorded(tmp_path / "runs.db")
+    assert back.meta["problem_name"] == "vadd" and back.kernel_name == "vector_add"
+    assert [(r.config, r.time_ms) for r in back.results] == [(r.config, r.time_ms) for r in rec.results]

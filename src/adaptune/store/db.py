@@ -31,6 +31,15 @@ def _is_url(target: str | Path) -> bool:
     return isinstance(target, str) and "://" in target
 
 
+def is_sqlite_file(path: str | Path) -> bool:
+    """Whether ``path`` is an SQLite database file (by its magic header)."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    with path.open("rb") as f:
+        return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+
+
 def _check_sqlite_file(path: Path) -> None:
     """Refuse, before SQLite touches it, a path that is a directory or a file of another kind."""
     if path.is_dir():
@@ -369,4 +378,4 @@ def open_store(target: str | Path | Store) -> Store:
     return target if isinstance(target, Store) else Store(target)
 
 
-__all__: Sequence[str] = ("Store", "open_store")
+__all__: Sequence[str] = ("Store", "is_sqlite_file", "open_store")

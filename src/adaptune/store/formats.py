@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
+from adaptune.store.db import Store, is_sqlite_file
 from adaptune.store.files import read_text
 from adaptune.store.kt_cache import kt_dict_to_recorded, parse_kt_cache, write_kt_cache
 from adaptune.store.recorded import RecordedSpace
@@ -13,8 +14,12 @@ from adaptune.store.t4 import is_t4, t4_dict_to_recorded, write_t4
 
 
 def load_recorded(path: str | Path) -> RecordedSpace:
-    """Read a Kernel Tuner cache (.json/.json.gz/open form) or a T4 results file, whichever ``path`` is."""
+    """Read a Kernel Tuner cache (.json/.json.gz/open form), a T4 results file, or an adaptune database
+    holding one (device, problem, input), whichever ``path`` is."""
     source = str(path)
+    if is_sqlite_file(path):
+        with Store(path) as store:
+            return RecordedSpace.from_store(store)
     text = read_text(path)
     try:
         data = json.loads(text)

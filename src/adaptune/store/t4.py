@@ -34,7 +34,8 @@ INVALIDITY: dict[Status, str] = {
 }
 STATUS_OF_INVALIDITY = {v: k for k, v in INVALIDITY.items()}
 TO_MS = {"seconds": 1e3, "s": 1e3, "milliseconds": 1.0, "ms": 1.0, "microseconds": 1e-3, "us": 1e-3,
-         "nanoseconds": 1e-6, "ns": 1e-6}
+         "nanoseconds": 1e-6, "ns": 1e-6,
+         "miliseconds": 1.0}  # sic: older Kernel Tuner versions wrote this spelling
 # units of the metrics adaptune's observers and Kernel Tuner's observers report
 UNITS = {"time": "ms", "energy": "J", "energy_j": "J", "ps_energy": "J", "power": "W", "power_w": "W",
          "nvml_power": "W", "ps_power": "W", "nvml_energy": "J", "core_freq": "MHz", "sm_clock_mhz": "MHz",
