@@ -58,9 +58,9 @@
 #define LOAD_INPUT(idx) input[(idx)]
 #endif
 
-extern "C" __global__ void convolution_kernel(float *__restrict__ output, const float *__restrict__ input,
-                                              const float *__restrict__ filter, const int image_width,
-                                              const int image_height)
+extern "C" __global__ void __launch_bounds__(block_size_x * block_size_y)
+convolution_kernel(float *__restrict__ output, const float *__restrict__ input,
+                   const float *__restrict__ filter, const int image_width, const int image_height)
 {
     const int tx = threadIdx.x;
     const int ty = threadIdx.y;

@@ -77,8 +77,9 @@ __device__ __forceinline__ floatv fma_v(float a, floatv b, floatv c)
 #define LOADV(p) (*reinterpret_cast<const floatv *>(p))
 #define STOREV(v, p) (*reinterpret_cast<floatv *>(p) = (v))
 
-extern "C" __global__ void matmul_kernel(float *__restrict__ C, const float *__restrict__ A,
-                                         const float *__restrict__ B, const int M, const int N, const int K)
+extern "C" __global__ void __launch_bounds__(block_size_x * block_size_y)
+matmul_kernel(float *__restrict__ C, const float *__restrict__ A, const float *__restrict__ B,
+              const int M, const int N, const int K)
 {
     const int tx = threadIdx.x;
     const int ty = threadIdx.y;

@@ -62,8 +62,9 @@ __device__ __forceinline__ void block_reduce(float *sh, const int tid)
     }
 }
 
-extern "C" __global__ void sum_floats(float *out, const float *__restrict__ x, const int n,
-                                      float *partials, unsigned int *counter)
+extern "C" __global__ void __launch_bounds__(block_size_x)
+sum_floats(float *out, const float *__restrict__ x, const int n, float *partials,
+           unsigned int *counter)
 {
     __shared__ float sh[block_size_x];
     const int tid = threadIdx.x;

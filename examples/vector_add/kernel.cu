@@ -12,8 +12,9 @@
 #define tile_size_x 1
 #endif
 
-extern "C" __global__ void vector_add(float *__restrict__ c, const float *__restrict__ a,
-                                      const float *__restrict__ b, const int n)
+extern "C" __global__ void __launch_bounds__(block_size_x)
+vector_add(float *__restrict__ c, const float *__restrict__ a, const float *__restrict__ b,
+           const int n)
 {
     const int first = blockIdx.x * (block_size_x * tile_size_x) + threadIdx.x;
     #pragma unroll
