@@ -251,3 +251,41 @@ def test_big_space_is_memory_bounded_and_exact() -> None:
     assert len(space) == len(expected)
     assert space.config(len(space) // 2) == expected[len(expected) // 2]
     assert space.config(-1) == expected[-1]
+
+
+def test_code_sorting_paths_agree() -> None:
+    from adaptune.space.enumeration import decode_codes, sorted_codes
+
+    rng = np.random.default_rng(1)
+    codes = rng.choice(10**6, size=5000, replace=False).astype(np.int64)
+    expected = np.sort(codes)
+    np.testing.assert_array_equal(sorted_codes(codes, 10**6), expected)  # bitmap path
+    np.testing.assert_array_equal(sorted_codes(codes, 2**40), expected)  # comparison-sort path
+    sizes = [10, 100, 1000]
+    table = decode_codes(expected, sizes)
+    np.testing.assert_array_equal(np.ravel_multi_index(table.T, sizes), expected)
+
+
+def test_compiled_expressions_accept_python_scalars() -> None:
+    from adaptune.space.safe_expr import compile_vector
+
+    fn, names = compile_vector("(n + block_size_x - 1) // block_size_x", None, "grid_div expression")
+    value, bad = fn({"n": 1000, "block_size_x": 64})
+    assert int(value) == 16 and bad is None and names == ["n", "block_size_x"]
+    _, bad = fn({"n": 1000, "block_size_x": 0})
+    assert bool(bad)
+
+
+@pytest.mark.parametrize("method", ["hamming", "adjacent", "strictly-adjacent"])
+def test_neighbour_scan_and_candidate_lookup_agree(method: str) -> None:
+    from adaptune.space import neighbours as nb
+
+    space = Space({"a": list(range(12)), "b": [1, 2, 4, 8, 16], "c": ["u", "v", "w"], "d": [0, 1, 2]},
+                  ["(a * b) % 3 != 1", "c != 'w' or d > 0"])
+    sizes = np.array([len(p) for p in space.params])
+    strides = np.array([3 * 3 * 5, 3 * 3, 3, 1])
+    for i in np.random.default_rng(2).choice(len(space), size=15, replace=False):
+        via_scan = nb.scan(method, space.table, int(i))
+        cand = nb.candidates(method, space.table[int(i)].astype(np.int64), sizes)
+        via_lookup = nb.lookup(space.codes, np.sort(cand @ strides))
+        assert via_scan.tolist() == via_lookup.tolist() == naive_neighbours(space, int(i), method)

@@ -77,8 +77,9 @@ def sorted_codes(codes: np.ndarray, cartesian_size: int) -> np.ndarray:
 def decode_codes(codes: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
     """Position table (n, d) int32 of mixed-radix codes, in the same row order."""
     table = np.empty((len(codes), len(sizes)), dtype=np.int32)
-    for p, column in enumerate(np.unravel_index(codes, tuple(sizes))):
-        table[:, p] = column
+    strides = mixed_radix_strides(sizes)
+    for p, (stride, size) in enumerate(zip(strides, sizes, strict=True)):
+        table[:, p] = (codes // stride) % size  # one column at a time: unravel_index would hold all d at int64
     return table
 
 

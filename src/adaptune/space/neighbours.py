@@ -63,16 +63,25 @@ def candidates(method: str, origin: np.ndarray, sizes: np.ndarray) -> np.ndarray
 
 
 def scan(method: str, table: np.ndarray, i: int) -> np.ndarray:
-    """Neighbour rows of row ``i`` by comparing the whole table at once."""
-    diff = np.abs(table.astype(np.int64) - table[i].astype(np.int64))
-    if method == "hamming":
-        mask = np.count_nonzero(diff, axis=1) == 1
-    elif method == "strictly-adjacent":
-        mask = diff.sum(axis=1) == 1
-    else:
-        mask = (diff.max(axis=1) <= 1)
-        mask[i] = False
-    return np.flatnonzero(mask)
+    """Neighbour rows of row ``i`` by a column-at-a-time pass over the table.
+
+    Rows that already exceed the method's budget are dropped after each column, so later
+    columns only touch the few rows still in the running and no (n, d) temporary is built.
+    """
+    origin = table[i]
+    rows = np.arange(len(table))
+    spent = np.zeros(len(table), dtype=np.int32)  # differing params (hamming) or total moves
+    for p in range(table.shape[1]):
+        diff = np.abs(table[rows, p] - origin[p])
+        if method == "adjacent":
+            keep = diff <= 1
+            spent = spent[keep] | diff[keep]
+        else:
+            spent = spent + ((diff != 0) if method == "hamming" else diff)
+            keep = spent <= 1
+            spent = spent[keep]
+        rows = rows[keep]
+    return rows[spent == 1]
 
 
 def lookup(codes: np.ndarray, wanted: np.ndarray) -> np.ndarray:

@@ -131,15 +131,21 @@ def _zero_mask(b: Any) -> np.ndarray | None:
 
 
 def _div(a: Any, b: Any) -> Evaluated:
-    return np.true_divide(a, b), _zero_mask(b)
+    with np.errstate(all="ignore"):  # zero divisors are reported through the mask instead
+        value = np.true_divide(a, b)
+    return value, _zero_mask(b)
 
 
 def _floordiv(a: Any, b: Any) -> Evaluated:
-    return np.floor_divide(a, b), _zero_mask(b)
+    with np.errstate(all="ignore"):  # zero divisors are reported through the mask instead
+        value = np.floor_divide(a, b)
+    return value, _zero_mask(b)
 
 
 def _mod(a: Any, b: Any) -> Evaluated:
-    return np.remainder(a, b), _zero_mask(b)
+    with np.errstate(all="ignore"):  # zero divisors are reported through the mask instead
+        value = np.remainder(a, b)
+    return value, _zero_mask(b)
 
 
 def _pow(a: Any, b: Any) -> Evaluated:
@@ -148,7 +154,9 @@ def _pow(a: Any, b: Any) -> Evaluated:
         # Python gives a float for a negative integer exponent; NumPy would refuse.
         a = a_arr.astype(np.float64)
     zero_to_negative = (np.asarray(a) == 0) & (b_arr < 0)
-    return np.power(a, b), (zero_to_negative if zero_to_negative.any() else None)
+    with np.errstate(all="ignore"):
+        value = np.power(a, b)
+    return value, (zero_to_negative if zero_to_negative.any() else None)
 
 
 def _plain(ufunc: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Evaluated]:

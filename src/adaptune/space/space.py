@@ -287,7 +287,16 @@ class Space:
         rows = self._table if idx is None else self._table[np.asarray(idx, dtype=np.int64)]
         if rows.ndim == 1:
             rows = rows[None, :]
-        return np.concatenate([lut[rows[:, j]] for j, lut in enumerate(self._encoding_luts)], axis=1)
+        out = np.empty((len(rows), sum(lut.shape[1] for lut in self._encoding_luts)), dtype=np.float64)
+        col = 0
+        for j, lut in enumerate(self._encoding_luts):
+            width = lut.shape[1]
+            if width == 1:
+                out[:, col] = lut[:, 0][rows[:, j]]
+            else:
+                out[:, col:col + width] = lut[rows[:, j]]
+            col += width
+        return out
 
     def encoding_labels(self) -> list[str]:
         """Column names of :meth:`encode`: ``name`` or ``name=value`` for one-hot columns."""
