@@ -59,3 +59,35 @@ def test_sigkill_mid_run_loses_nothing_committed(tmp_path):
         (device_id, input_id), = store.measured_pairs(store.problems()[0]["id"])
         store.put(device_id, store.problems()[0]["id"], input_id, last)  # and it is writable again
         assert store.count() == len(stored)
+
+
+CONCURRENT_WRITER = textwrap.dedent("""
+    import sys
+    from adaptune.records import DeviceInfo, Result
+    from adaptune.store import Store
+
+    path, worker = sys.argv[1], int(sys.argv[2])
+    with Store(path) as store:
+        d = store.device(DeviceInfo(name="shared GPU", platform="cpu"))
+        p = store.problem("shared", "h", {"params": {"i": list(range(200))}})
+        i = store.input(p, "default")
+        for n in range(worker, 200, 2):  # the two workers interleave over one space
+            store.put(d, p, i, Result.from_samples({"i": n}, [float(worker)]))
+        store.put_many(d, p, i, [Result.from_samples({"i": 1000 + worker * 100 + k}, [1.0]) for k in range(50)])
+""")
+
+
+def test_two_processes_write_one_database(tmp_path):
+    path = tmp_path / "shared.db"
+    script = tmp_path / "writer.py"
+    script.write_text(CONCURRENT_WRITER)
+    procs = [subprocess.Popen([sys.executable, str(script), str(path), str(w)], stderr=subprocess.PIPE, text=True)
+             for w in (0, 1)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    with Store(path) as store:
+        assert len(store.devices()) == 1 and len(store.problems()) == 1 and len(store.inputs()) == 1
+        by_i = {r.config["i"]: r.time_ms for r in store.results()}
+        assert len(by_i) == 200 + 100
+        assert all(by_i[n] == n % 2 for n in range(200))
+        assert store.integrity_check() == "ok"
