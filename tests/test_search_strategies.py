@@ -1,0 +1,108 @@
+"""Every strategy through the ask/tell protocol on real Spaces and recorded Kernel Tuner caches."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from adaptune.search import STRATEGIES, Budget, Replay, make_strategy
+from adaptune.space import Space
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+ALL = sorted(STRATEGIES)
+
+
+def mostly_failing_replay() -> Replay:
+    """A constrained space where ~80 % of the valid configurations fail (inf), with a smooth objective."""
+    space = Space({"bx": [1, 2, 4, 8, 16, 32, 64], "by": [1, 2, 4, 8, 16], "t": [1, 2, 3, 4], "mode": ["a", "b", "c"]},
+                  constraints=["bx * by <= 256"])
+    values = np.empty(len(space))
+    for i, c in enumerate(space.configs()):
+        fails = (c["bx"] * c["t"]) % 3 != 0 and c["mode"] != "b"
+        values[i] = math.inf if fails or (i % 7 in (1, 2, 3, 4)) else (
+            1.0 + abs(math.log2(c["bx"] * c["by"]) - 6) + 0.3 * c["t"] + {"a": 0.0, "b": 0.5, "c": 1.0}[c["mode"]])
+    return Replay(space, values, cost_seconds=np.full(len(space), 0.5), name="mostly_failing")
+
+
+@pytest.fixture(scope="module")
+def failing() -> Replay:
+    return mostly_failing_replay()
+
+
+@pytest.fixture(scope="module")
+def kt_small() -> Replay:
+    return Replay.from_file(DATA / "kernel_tuner_tests" / "test_cache_file.json")
+
+
+def test_mostly_failing_fixture_is_mostly_failing(failing: Replay) -> None:
+    assert np.mean(~np.isfinite(failing.values)) > 0.75
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_proposes_only_valid_distinct_configurations_until_exhausted(name: str, failing: Replay) -> None:
+    space = failing.space
+    tr = failing.run(name, Budget(), seed=3)
+    assert len(tr) == len(space)  # the whole space, once each, failures and all
+    assert len(set(tr.indices.tolist())) == len(space)
+    for i in tr.indices[:50]:
+        assert space.is_valid(space.config(int(i)))
+    assert tr.best == failing.optimum
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_is_reproducible_with_a_seed(name: str, failing: Replay) -> None:
+    a = failing.run(name, Budget(max_evals=40), seed=11)
+    b = failing.run(name, Budget(max_evals=40), seed=11)
+    np.testing.assert_array_equal(a.indices, b.indices)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_respects_each_budget_kind(name: str, failing: Replay) -> None:
+    assert len(failing.run(name, Budget(max_evals=17), seed=1)) == 17
+    tr = failing.run(name, Budget(max_sim_seconds=10.0), seed=1)  # every evaluation costs 0.5 s
+    assert len(tr) == 20 and tr.sim_seconds[-1] == pytest.approx(10.0)
+    assert len(failing.run(name, Budget(max_seconds=0.0), seed=1)) == 0
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_asks_ahead_without_repeating(name: str, failing: Replay) -> None:
+    """The tuner asks several configurations before telling any (compile-ahead)."""
+    s = make_strategy(name, failing.space, seed=5)
+    seen: set[int] = set()
+    for _ in range(12):
+        batch = [s.ask() for _ in range(4)]
+        assert None not in batch and not seen & set(batch) and len(set(batch)) == 4
+        seen |= set(batch)
+        for i in batch:
+            s.tell(i, failing.values[i])
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_small_recorded_cache(name: str, kt_small: Replay) -> None:
+    tr = kt_small.run(name, Budget(max_evals=100), seed=0)
+    assert len(tr) == len(kt_small.space) == 15 and tr.best == kt_small.optimum
+
+
+def test_bad_input_gets_one_clear_error(failing: Replay) -> None:
+    with pytest.raises(ValueError, match="unknown strategy 'nope'"):
+        make_strategy("nope", failing.space)
+    with pytest.raises(ValueError, match="no option"):
+        make_strategy("random", failing.space, colour="red")
+    with pytest.raises(ValueError, match="max_evals"):
+        Budget(max_evals=-1)
+    s = make_strategy("random", failing.space, seed=0)
+    with pytest.raises(ValueError, match="never asked"):
+        s.tell(0, 1.0)
+
+
+def test_model_based_strategies_beat_random_on_a_smooth_space() -> None:
+    """A real signal, not a formality: on a smooth 2-D bowl the surrogates find the optimum fast."""
+    space = Space({"x": list(range(40)), "y": list(range(40))})
+    values = np.array([1.0 + (c["x"] - 27) ** 2 + 0.5 * (c["y"] - 9) ** 2 for c in space.configs()])
+    rp = Replay(space, values, name="bowl")
+    for name in ("bayes", "forest", "auto", "greedy_ils"):
+        found = [rp.run(name, Budget(max_evals=60), seed=s).best for s in range(3)]
+        assert np.mean(found) < 3.0, (name, found)  # random search: about 16 on expectation
