@@ -121,6 +121,30 @@ def test_cuda_template_parameters():
     assert r.ok, r.error
 
 
+SHARED = r"""
+extern "C" __global__ void via_shared(const float *a, float *c, int n) {
+    extern __shared__ float tile[];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    tile[threadIdx.x * pad] = i < n ? a[i] : 0.0f;
+    __syncthreads();
+    if (i < n) c[i] = 2.0f * tile[threadIdx.x * pad];
+}
+"""
+
+
+def test_cuda_dynamic_shared_memory_also_above_48k():
+    s = KernelSpec(SHARED, "via_shared", [A, np.zeros_like(A), np.int32(N)], problem_size=N,
+                   shared_mem="block_size_x * pad * 4", answer=[None, 2 * A, None])
+    with Measurer(s, "cuda", MeasureSettings(repeats=5)) as m:
+        small = m.measure({"block_size_x": 256, "pad": 1})  # 1 KiB
+        large = m.measure({"block_size_x": 256, "pad": 64})  # 64 KiB: needs the opt-in attribute
+        too_large = m.measure({"block_size_x": 256, "pad": 1024})  # 1 MiB
+    print(f"\nshared memory: {small.time_ms * 1e3:.1f} us (1 KiB), {large.time_ms * 1e3:.1f} us (64 KiB); "
+          f"{too_large.error}")
+    assert small.ok and large.ok, (small.error, large.error)
+    assert too_large.status == Status.LAUNCH_ERROR and "not launched" in too_large.error
+
+
 def test_energy_over_many_repeats():
     n = 1 << 26
     a = np.ones(n, np.float32)
@@ -146,8 +170,10 @@ def test_python_variant_on_cupy_is_timed_with_events():
     s = CallableSpec(cupy_add, [cupy.asarray(A), cupy.asarray(B)], answer=[A + B])
     with Measurer(s, "python", MeasureSettings(repeats=10)) as m:
         r = m.measure({})
+        info = m.device_info()
     print(f"\ncupy add via CallableSpec: {r.time_ms * 1e3:.1f} us median")
     assert r.ok and math.isfinite(r.time_ms), r.error
+    assert info.platform == "cuda"  # the GPU the variant runs on, not the host CPU
 
 
 if __name__ == "__main__":

@@ -47,6 +47,23 @@ def test_geometry_callable_and_problem_size_callable():
     assert g.grid == (8, 1, 1) and g.block == (64, 1, 1) and g.problem_size == (512, 1, 1)
 
 
+def test_dynamic_shared_memory_size_follows_the_config():
+    g = launch_geometry(spec(shared_mem="block_size_x * 4"), {"block_size_x": 128})
+    assert g.shared_mem == 512
+    assert launch_geometry(spec(), {"block_size_x": 128}).shared_mem == 0
+
+
+def test_shared_memory_on_opencl_is_refused_as_a_spec_error():
+    from adaptune.measure.runners import KernelRunner
+
+    runner = KernelRunner(spec(shared_mem=64), "opencl", MeasureSettings(), 0)
+    try:
+        with pytest.raises(SpecError, match="needs the cuda backend"):
+            runner.prepare({"block_size_x": 32})
+    finally:
+        runner.close()
+
+
 def test_geometry_errors_name_the_cause():
     with pytest.raises(SpecError, match="'tile'"):
         launch_geometry(spec(grid_div=(["block_size_x * tile"],)), {"block_size_x": 32})

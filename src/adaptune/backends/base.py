@@ -43,6 +43,7 @@ class DeviceLimits:
 
     max_threads_per_block: int
     max_block_dims: tuple[int, int, int]
+    max_shared_mem: int | None = None  # dynamic shared memory per block (CUDA), bytes
 
 
 @dataclass
@@ -218,11 +219,11 @@ class Backend(ABC):
 
     # --- execution ---------------------------------------------------------------------------
     @abstractmethod
-    def launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> None:
+    def launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any], shared_mem: int = 0) -> None:
         """Enqueue one launch of ``grid`` blocks of ``block`` threads (returns at once)."""
 
     @abstractmethod
-    def time_launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> float:
+    def time_launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any], shared_mem: int = 0) -> float:
         """Run one launch and return its device-side duration in ms (device events)."""
 
     @abstractmethod

@@ -51,7 +51,8 @@ class CUDABackend(Backend):
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         runtime = cp.cuda.runtime.runtimeGetVersion()
         self._limits = DeviceLimits(int(props["maxThreadsPerBlock"]),
-                                    tuple(int(v) for v in props["maxThreadsDim"]))  # type: ignore[arg-type]
+                                    tuple(int(v) for v in props["maxThreadsDim"]),  # type: ignore[arg-type]
+                                    int(props.get("sharedMemPerBlockOptin", props["sharedMemPerBlock"])))
         self._info = DeviceInfo(
             name=name,
             platform="cuda",
@@ -125,16 +126,24 @@ class CUDABackend(Backend):
     def _args(args: Sequence[Any]) -> tuple[Any, ...]:
         return tuple(a.handle if isinstance(a, DeviceArray) else a for a in args)
 
-    def launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> None:
-        with self.device, self.stream:
-            kernel(grid, block, self._args(args))
+    @staticmethod
+    def _allow_shared(kernel: Any, shared_mem: int) -> None:
+        """Above 48 KiB a kernel must opt in to dynamic shared memory (a kernel attribute)."""
+        if shared_mem > 48 * 1024 and kernel.max_dynamic_shared_size_bytes < shared_mem:
+            kernel.max_dynamic_shared_size_bytes = shared_mem
 
-    def time_launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> float:
+    def launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any], shared_mem: int = 0) -> None:
+        self._allow_shared(kernel, shared_mem)
+        with self.device, self.stream:
+            kernel(grid, block, self._args(args), shared_mem=shared_mem)
+
+    def time_launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any], shared_mem: int = 0) -> float:
         cp = self._cp
+        self._allow_shared(kernel, shared_mem)
         with self.device, self.stream:
             call_args = self._args(args)
             self._start.record(self.stream)
-            kernel(grid, block, call_args)
+            kernel(grid, block, call_args, shared_mem=shared_mem)
             self._end.record(self.stream)
             self._end.synchronize()
         return float(cp.cuda.get_elapsed_time(self._start, self._end))

@@ -147,15 +147,18 @@ class OpenCLBackend(Backend):
     def _global(grid: Grid, block: Grid) -> tuple[int, int, int]:
         return (grid[0] * block[0], grid[1] * block[1], grid[2] * block[2])
 
-    def _enqueue(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> Any:
+    def _enqueue(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any], shared_mem: int = 0) -> Any:
+        if shared_mem:
+            raise ValueError("dynamic shared memory is a CUDA launch option; in OpenCL size __local arrays "
+                             "with #defines")
         kernel.set_args(*[a.handle if isinstance(a, DeviceArray) else a for a in args])
         return self._cl.enqueue_nd_range_kernel(self.queue, kernel, self._global(grid, block), block)
 
-    def launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> None:
-        self._enqueue(kernel, grid, block, args)
+    def launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any], shared_mem: int = 0) -> None:
+        self._enqueue(kernel, grid, block, args, shared_mem)
 
-    def time_launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any]) -> float:
-        event = self._enqueue(kernel, grid, block, args)
+    def time_launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any], shared_mem: int = 0) -> float:
+        event = self._enqueue(kernel, grid, block, args, shared_mem)
         event.wait()
         return (event.profile.end - event.profile.start) * 1e-6
 

@@ -99,16 +99,36 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+def gpu_info(kind: str, device: int) -> DeviceInfo:
+    """The GPU that CuPy / PyTorch variants run on, named as the cuda backend names it."""
+    if kind == "cupy":
+        import cupy as cp
+
+        raw = cp.cuda.runtime.getDeviceProperties(device)["name"]
+        name = raw.decode() if isinstance(raw, bytes) else str(raw)
+        v = cp.cuda.runtime.driverGetVersion()
+        return DeviceInfo(name, "cuda", f"{v // 1000}.{v % 1000 // 10}", {"index": device, "via": "cupy"})
+    import torch
+
+    return DeviceInfo(torch.cuda.get_device_name(device), "cuda", str(torch.version.cuda),
+                      {"index": device, "via": "torch"})
+
+
 class PythonBackend:
-    """Runs callables in this process; describes the host CPU as its device."""
+    """Runs callables in this process; its device is the GPU when the arguments live on one
+    (CuPy arrays, CUDA tensors), else the host CPU."""
 
     name = "python"
     lang = "python"
 
-    def __init__(self, device: int | str | None = 0) -> None:
+    def __init__(self, device: int | str | None = 0, arguments: Sequence[Any] = ()) -> None:
         self.device = device
+        kinds = {array_kind(a) for a in arguments} - {"host"}
+        self.gpu_kind = sorted(kinds)[0] if kinds else None
 
     def device_info(self) -> DeviceInfo:
+        if self.gpu_kind is not None:
+            return gpu_info(self.gpu_kind, self.device if isinstance(self.device, int) else 0)
         return DeviceInfo(
             name=cpu_name(),
             platform="cpu",

@@ -28,6 +28,7 @@ class Geometry:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     problem_size: tuple[int, int, int]
+    shared_mem: int = 0
 
     @property
     def threads_per_block(self) -> int:
@@ -125,7 +126,10 @@ def launch_geometry(spec: KernelSpec, config: Mapping[str, Any]) -> Geometry:
         g = _triple([-(-size[d] // divisors[d]) for d in range(3)])
     if min(*g, *b) <= 0:
         raise SpecError(f"grid {g} and block {b} must be positive for {dict(config)}")
-    return Geometry(g, b, size)
+    shared = evaluate_term(spec.shared_mem, config, "shared_mem") if spec.shared_mem else 0
+    if shared < 0:
+        raise SpecError(f"shared_mem is {shared} bytes for {dict(config)}")
+    return Geometry(g, b, size, shared)
 
 
 def kernel_defines(spec: KernelSpec, config: Mapping[str, Any], geo: Geometry) -> dict[str, Any]:

@@ -87,6 +87,9 @@ class KernelRunner:
     # --- compilation -------------------------------------------------------------------------
     def prepare(self, config: dict[str, Any]) -> Prepared:
         geo = launch_geometry(self.spec, config)
+        if geo.shared_mem and self.backend.name != "cuda":
+            raise SpecError("shared_mem (dynamic shared memory) needs the cuda backend; in OpenCL size "
+                            "__local arrays with #defines")
         defines = kernel_defines(self.spec, config, geo)
         targs = template_args(self.spec, config)
         try:
@@ -122,6 +125,9 @@ class KernelRunner:
         for axis, b, m in zip("xyz", geo.block, limits.max_block_dims, strict=True):
             if b > m:
                 return f"block {geo.block}: {axis} = {b} exceeds the device maximum {m} on {name}"
+        if limits.max_shared_mem is not None and geo.shared_mem > limits.max_shared_mem:
+            return (f"{geo.shared_mem} bytes of dynamic shared memory per block; {name} allows at most "
+                    f"{limits.max_shared_mem}")
         if kernel is not None:
             allowed = self.backend.kernel_max_threads(kernel)
             if allowed is not None and geo.threads_per_block > allowed:
@@ -136,11 +142,11 @@ class KernelRunner:
 
     def _run(self, kernel: Any, geo: Geometry) -> None:
         self._restore()
-        self.backend.launch(kernel, geo.grid, geo.block, self.args)
+        self.backend.launch(kernel, geo.grid, geo.block, self.args, geo.shared_mem)
 
     def _timed(self, kernel: Any, geo: Geometry) -> float:
         self._restore()  # enqueued before the launch, outside its events
-        return self.backend.time_launch(kernel, geo.grid, geo.block, self.args)
+        return self.backend.time_launch(kernel, geo.grid, geo.block, self.args, geo.shared_mem)
 
     def measure(self, config: dict[str, Any], notify: Notify) -> tuple[Result, bool]:
         self.counters["measured"] += 1
@@ -177,7 +183,7 @@ class KernelRunner:
             self._restore()
             for i in self.poisoned:
                 be.fill(self.args[i], poison_value(self.args[i].dtype))
-            be.launch(kernel, geo.grid, geo.block, self.args)
+            be.launch(kernel, geo.grid, geo.block, self.args, geo.shared_mem)
             be.synchronize()
             outputs = [be.copy_out(a) if isinstance(a, DeviceArray) else a for a in self.args]
             problem = check(outputs, spec.answer, spec.atol, spec.rtol)
@@ -213,15 +219,16 @@ class CallableRunner:
     def __init__(self, spec: CallableSpec, settings: MeasureSettings, device: Any) -> None:
         self.spec = spec
         self.settings = settings
-        self.backend = PythonBackend(device)
+        self.backend = PythonBackend(device, spec.arguments)
         self.args = list(spec.arguments)
         self.pristine = [np.copy(a) if isinstance(a, np.ndarray) else None for a in self.args] \
             if spec.restore_inputs else []
-        self.observers = make_observers(tuple(settings.observers), "python", {}, device)
+        self.info = self.backend.device_info()
+        self.observers = make_observers(tuple(settings.observers), "python", self.info.properties, device)
         self.counters = {"measured": 0, "prefetched": 0, "compiled_ahead": 0, "compile_waits": 0}
 
     def device_info(self) -> DeviceInfo:
-        return self.backend.device_info()
+        return self.info
 
     def stats(self) -> dict[str, int]:
         return {**self.counters, "compiles": 0}

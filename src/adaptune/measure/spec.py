@@ -59,6 +59,8 @@ class KernelSpec:
     overrides both. ``restore_inputs``: True (every array), False, or argument indices restored
     device-to-device before every launch. ``poison_outputs``: fill checked outputs with NaN /
     0x7f.. before the checked run, so a kernel that skips elements cannot pass by accident.
+    ``shared_mem``: dynamic shared memory per block in bytes (CUDA only): an int, a parameter
+    name or expression, or callable(config).
     """
 
     source: str | Path
@@ -77,6 +79,7 @@ class KernelSpec:
     restore_inputs: bool | Sequence[int] = True
     geometry: Callable[[dict[str, Any]], tuple[Sequence[int], Sequence[int]]] | None = None
     poison_outputs: bool = True
+    shared_mem: SizeTerm = 0
     source_text: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
