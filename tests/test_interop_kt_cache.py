@@ -181,12 +181,13 @@ def test_written_gz_round_trips_and_load_recorded_sniffs(tmp_path):
 
 
 def test_kt_cache_through_the_store(tmp_path):
-    rec = load_kt_cache(CONVOLUTION_A100)
+    rec = load_kt_cache(ENERGY)
+    rec.results[2] = Result.failure(rec.results[2].config, Status.WRONG_RESULT, "max abs error 0.5")
     with Store(tmp_path / "runs.db") as store:
         ids = rec.to_store(store)
-        assert rec.to_store(store) == ids and store.count() == 4362  # a second import updates
+        assert rec.to_store(store) == ids and store.count() == 15  # a second import updates
         back = RecordedSpace.from_store(store)
-    assert back.device_name == rec.device_name and back.params == rec.params
-    assert back.problem_size == [4096, 4096] and back.meta["input_name"] == "4096x4096"
-    assert [(r.config, r.status, r.time_ms) for r in back.results] == \
-           [(r.config, r.status, r.time_ms) for r in rec.results]
+    assert back.device_name == rec.device_name and back.params == rec.params and back.objective == "time"
+    assert back.problem_size == 80000000 and back.meta["input_name"] == "80000000"
+    assert [(r.config, r.status, r.time_ms, r.samples, r.observers, r.error) for r in back.results] == \
+           [(r.config, r.status, r.time_ms, r.samples, r.observers, r.error) for r in rec.results]
