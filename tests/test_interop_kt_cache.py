@@ -11,6 +11,7 @@ import pytest
 
 from adaptune.records import Result, Status
 from adaptune.store import FormatError, RecordedSpace, Store, load_kt_cache, load_recorded, write_kt_cache
+from adaptune.store.kt_cache import kt_cache_from_mapping
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 KT_TESTS = DATA / "kernel_tuner_tests"
@@ -146,6 +147,10 @@ def test_kernel_tuner_reads_what_we_write(tmp_path):
         got = theirs["cache"][key]
         for field in ("time", "times", "compile_time", "benchmark_time", "energy", "GFLOPS/W", "timestamp"):
             assert got[field] == entry[field], (key, field)
+    # and Kernel Tuner's in-memory form (with its __error__ objects) converts back
+    theirs["cache"]["128,1080"].update(time="RuntimeFailedConfig", __error__=object())
+    again = kt_cache_from_mapping(theirs, "kernel_tuner")
+    assert again.results[0].status == Status.LAUNCH_ERROR and again.results[1:] == rec.results[1:]
 
 
 def test_kernel_tuner_simulation_mode_replays_our_file(tmp_path):
