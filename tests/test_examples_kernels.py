@@ -166,3 +166,146 @@ def test_reduction_matches_numpy_and_leaves_counter_reset(queue, config):
                                   [out, x, np.int32(n), partials, counter], [0, 4], launches=launches)
     np.testing.assert_allclose(got[0], x.astype(np.float64).sum(), rtol=1e-5)
     assert got_counter[0] == 0
+
+
+# --- problem files ------------------------------------------------------------------------------
+#
+# These need the tuning layers (adaptune.measure, adaptune.tuning). They run each problem's own
+# kernel, arguments, launch rule and answer through PyOpenCL directly, so a mistake in a problem file
+# (wrong argument order, geometry, tolerance or reference) shows here without the tuner.
+
+EXAMPLE_NAMES = ["vector_add", "matmul", "convolution", "reduction"]
+
+
+def load_problem_module(example: str):
+    pytest.importorskip("adaptune.measure", reason="adaptune.measure is not importable yet")
+    pytest.importorskip("adaptune.tuning", reason="adaptune.tuning is not importable yet")
+    import importlib.util
+    import sys
+
+    path = EXAMPLES / example / "problem.py"
+    name = f"adaptune_example_test_{example}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def kt_geometry(spec, config: dict[str, Any]) -> tuple[tuple[int, ...], list[str]]:
+    """Grid in blocks by Kernel Tuner's rule, computed here independently of adaptune.measure."""
+    sizes = spec.problem_size if isinstance(spec.problem_size, tuple | list) else [spec.problem_size]
+    grid = []
+    for dim, size in enumerate(sizes):
+        size = config[size] if isinstance(size, str) else int(size)
+        divisors = spec.grid_div[dim] if spec.grid_div else [f"block_size_{'xyz'[dim]}"]
+        div = math.prod(config[d] if isinstance(d, str) else int(d) for d in divisors)
+        grid.append(-(-size // div))
+    return tuple(grid)
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_problem_file_builds_and_stays_cheap_to_import(example):
+    from adaptune.space import Space
+    from adaptune.tuning import Problem
+
+    module = load_problem_module(example)
+    for attr in ("problem", "problem_small"):
+        problem = getattr(module, attr)
+        assert isinstance(problem, Problem)
+        assert isinstance(problem.space, Space)
+        assert len(problem.space) > 0
+        assert problem.space.default_index() is not None, f"{attr}: the default configuration is not valid"
+        assert problem.spec.lang == "opencl"
+    assert 4 <= len(module.problem_small.space) <= 60
+    assert "problem_cuda" not in vars(module), "problem_cuda must be built lazily (GPU-sized arrays)"
+    assert module.make_problem_cuda.__doc__ is None or isinstance(module.make_problem_cuda.__doc__, str)
+
+
+def test_space_sizes_are_what_the_readme_says():
+    sizes = {ex: len(load_problem_module(ex).problem.space) for ex in EXAMPLE_NAMES}
+    assert 200 <= sizes["matmul"] <= 500, sizes
+    assert 200 <= sizes["convolution"] <= 500, sizes
+    assert 20 <= len(load_problem_module("matmul").problem_small.space) <= 48
+
+
+@pytest.mark.parametrize("example,kwargs", [
+    ("vector_add", {"n": 1000}),
+    ("matmul", {"size": 512}),
+    ("convolution", {"size": 256, "filter_size": 15}),
+    ("reduction", {"n": 2**20}),
+])
+def test_cuda_problem_builds_at_small_size(example, kwargs):
+    problem = load_problem_module(example).make_problem_cuda(**kwargs)
+    assert problem.spec.lang == "cuda"
+    assert str(problem.spec.source).endswith("kernel.cu")
+    assert len(problem.space) > 0
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_problem_answer_agrees_with_the_kernel(queue, example):
+    """Default, first, last and two random valid configurations of ``problem`` give the problem's answer."""
+    problem = load_problem_module(example).problem
+    spec, space = problem.spec, problem.space
+    rng = np.random.default_rng(7)
+    picks = {space.default_index(), 0, len(space) - 1, *(int(i) for i in space.sample(rng, 2))}
+    outputs = [i for i, want in enumerate(spec.answer) if want is not None]
+    for index in sorted(picks):
+        config = {**space.config(index), **(spec.defines or {})}
+        args = [a.copy() if isinstance(a, np.ndarray) else a for a in spec.arguments]
+        got = run_kernel(queue, example, spec.name, config, kt_geometry(spec, space.config(index)), args, outputs)
+        for i, out in zip(outputs, got, strict=True):
+            want = np.asarray(spec.answer[i])
+            atol = spec.atol if isinstance(spec.atol, float | int) else spec.atol[i]
+            rtol = spec.rtol if isinstance(spec.rtol, float | int) else spec.rtol[i]
+            np.testing.assert_allclose(out.reshape(want.shape), want, atol=atol, rtol=rtol,
+                                       err_msg=f"{example} {space.config(index)}")
+
+
+# --- T1 files -----------------------------------------------------------------------------------
+
+T1_FILES = [EXAMPLES / ex / f for ex in ("matmul", "convolution") for f in ("t1.json", "t1_cuda.json")]
+
+
+@pytest.mark.parametrize("path", T1_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_t1_file_is_well_formed(path):
+    import json
+
+    doc = json.loads(path.read_text())
+    kernel = doc["KernelSpecification"]
+    source = (path.parent / kernel["KernelFile"]).read_text()
+    assert kernel["KernelName"] in source
+    for param in doc["ConfigurationSpace"]["TuningParameters"]:
+        assert param["Name"] in source, f"{param['Name']} is not used by {kernel['KernelFile']}"
+        assert json.loads(param["Values"]), param
+    names = {p["Name"] for p in doc["ConfigurationSpace"]["TuningParameters"]}
+    for cond in doc["ConfigurationSpace"]["Conditions"]:
+        assert set(cond["Parameters"]) <= names
+
+
+@pytest.mark.parametrize("path", T1_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_t1_file_is_what_make_t1_writes(path):
+    """The committed T1 files match their problem.py (run `python examples/make_t1.py` after a change)."""
+    load_problem_module("matmul")  # skips until the tuning layers import
+    import sys
+
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import make_t1
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    assert path.read_text() == make_t1.render(make_t1.documents()[path])
+
+
+@pytest.mark.parametrize("example", ["matmul", "convolution"])
+def test_t1_space_equals_problem_space(example):
+    """adaptune's T1 loader sees the same space as the Python problem file."""
+    module = load_problem_module(example)
+    t1_problem = pytest.importorskip("adaptune.tuning.t1_problem", reason="the T1 loader is not importable yet")
+    problem = t1_problem.problem_from_t1(EXAMPLES / example / "t1.json")
+    ours = module.problem.space
+    assert len(problem.space) == len(ours)
+    assert {ours.key(c) for c in ours.configs()} == {
+        ",".join(str(c[n]) for n in ours.names) for c in problem.space.configs()}

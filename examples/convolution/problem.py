@@ -47,9 +47,9 @@ PARAMS_OPENCL: dict[str, list[int]] = {
 
 PARAMS_SMALL: dict[str, list[int]] = {
     "block_size_x": [16, 32],
-    "block_size_y": [2, 8],
+    "block_size_y": [4, 16],
     "tile_size_x": [1, 2],
-    "tile_size_y": [1, 2, 4],
+    "tile_size_y": [1, 2],
     "use_shared_mem": [0, 1],
     "use_padding": [0, 1],
 }
@@ -102,7 +102,7 @@ def make_problem(width: int, height: int, filter_width: int, filter_height: int,
 
 problem = make_problem(512, 512, 7, 7, make_space(PARAMS_OPENCL, 512, 512, 7, 7),
                        lang="opencl", name="convolution_512_7x7")
-problem_small = make_problem(128, 128, 5, 5, make_space(PARAMS_SMALL, 128, 128, 5, 5, max_threads=64),
+problem_small = make_problem(128, 128, 5, 5, make_space(PARAMS_SMALL, 128, 128, 5, 5),
                              lang="opencl", name="convolution_128_5x5_small")
 
 

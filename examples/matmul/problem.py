@@ -3,7 +3,7 @@
     adaptune tune examples/matmul/problem.py                    # `problem`: OpenCL, sized for PoCL on a CPU
     adaptune tune examples/matmul/problem.py --backend cuda     # `problem_cuda`: 4096 x 4096 on a GPU
 
-``problem_small`` (about 36 configurations at 128 x 128) is for quick end-to-end tests. The CUDA
+``problem_small`` (40 configurations at 128 x 128) is for quick end-to-end tests. The CUDA
 problem is built on first access, because its NumPy reference (a 4096^3 product) takes seconds.
 The kernel has no bounds checks; the constraints below are what makes that safe.
 """
@@ -51,14 +51,14 @@ PARAMS_OPENCL: dict[str, list[int]] = {
     "tile_size_k": [16],
 }
 
-#: About three dozen configurations, for tests of the tuning layers.
+#: Forty configurations, for tests of the tuning layers.
 PARAMS_SMALL: dict[str, list[int]] = {
     "block_size_x": [8, 16],
     "block_size_y": [4, 8],
-    "tile_size_x": [1, 4],
-    "tile_size_y": [1, 2],
-    "vector_width": [1, 4],
-    "loop_unroll_factor_k": [4],
+    "tile_size_x": [1, 2, 4],
+    "tile_size_y": [1],
+    "vector_width": [1, 2],
+    "loop_unroll_factor_k": [1],
     "use_shared_mem": [0, 1],
     "tile_size_k": [16],
 }
@@ -114,7 +114,7 @@ def make_problem(m: int, n: int, k: int, space: Space, *, lang: str, name: str, 
 
 problem = make_problem(256, 256, 256, make_space(PARAMS_OPENCL, 256, 256, 256),
                        lang="opencl", name="matmul_256")
-problem_small = make_problem(128, 128, 128, make_space(PARAMS_SMALL, 128, 128, 128, max_threads=64),
+problem_small = make_problem(128, 128, 128, make_space(PARAMS_SMALL, 128, 128, 128, max_threads=128),
                              lang="opencl", name="matmul_128_small")
 
 CUDA_SIZE = 4096

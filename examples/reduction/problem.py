@@ -29,17 +29,17 @@ CONSTRAINTS = [
 ]
 
 PARAMS_OPENCL: dict[str, list[int]] = {
-    "block_size_x": [32, 128, 512],
+    "block_size_x": [32, 128, 1024],
     "elements_per_thread": [1, 2, 4, 8],
     "vector_width": [1, 2, 4],
     "num_blocks": [8, 64, 512, 4096],
     "use_atomics": [0, 1],
 }
 PARAMS_SMALL: dict[str, list[int]] = {
-    "block_size_x": [64, 256],
+    "block_size_x": [128, 256],
     "elements_per_thread": [1, 4],
     "vector_width": [1, 4],
-    "num_blocks": [16, 256],
+    "num_blocks": [16, 512],
     "use_atomics": [0, 1],
 }
 PARAMS_CUDA: dict[str, list[int]] = {
@@ -49,7 +49,7 @@ PARAMS_CUDA: dict[str, list[int]] = {
     "num_blocks": [128, 256, 512, 1024, 2048, 4096, 8192, 16384],
     "use_atomics": [0, 1],
 }
-DEFAULTS = {"block_size_x": 256, "elements_per_thread": 1, "vector_width": 1, "num_blocks": 512, "use_atomics": 1}
+DEFAULTS = {"block_size_x": 128, "elements_per_thread": 1, "vector_width": 1, "num_blocks": 512, "use_atomics": 1}
 
 
 def make_space(params: dict[str, list[int]], n: int, *, max_threads: int = 1024) -> Space:
