@@ -41,6 +41,7 @@ TIMING_FIELDS = {"compile_time": "compile_ms", "verification_time": "verify_ms",
 STATUS_FIELD, ERROR_FIELD = "adaptune_status", "adaptune_error"
 _RESERVED = {"time", "times", "timestamp", STATUS_FIELD, ERROR_FIELD, *TIMING_FIELDS}
 _CACHE_OPENING = re.compile(r'(?<!\\)"cache"\s*:\s*\{')
+_PLAIN_NUMBERS = frozenset({int, float})
 _ENTRY_START = re.compile(r',\s*"')
 
 
@@ -191,7 +192,10 @@ def _entry_to_result(key: str, entry: Any, names: list[str], allowed: dict[str, 
     samples = entry.get("times", [])
     if not isinstance(samples, list):
         raise FormatError(f"{where}: 'times' must be a list of numbers, not {_kind(samples)}")
-    samples = [_number(s, f"{where}: 'times'") for s in samples]
+    if not all(type(s) in _PLAIN_NUMBERS for s in samples):  # fast path first; details only on failure
+        for s in samples:
+            _number(s, f"{where}: 'times'")
+    samples = [float(s) for s in samples]
     timings = {attr: _number(entry[k], f"{where}: '{k}'") if k in entry else 0.0 for k, attr in TIMING_FIELDS.items()}
     observers: dict[str, float] = {}
     for k, v in entry.items():
