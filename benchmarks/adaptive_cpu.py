@@ -1,0 +1,225 @@
+"""Adaptive selection on the CPU: sort, SpMV and histogram, trained on few inputs, tested on many.
+
+For each SPEC in benchmarks/adaptive_specs: label the training inputs and the (4x larger, disjoint)
+test inputs once (interleaved repeats, median), then fit every model kind on the training labels and
+score its choices on the test inputs (fraction of oracle, Nitro's buckets, each fixed variant); replay
+active learning (BvSB vs random) on the measured test pool; time the dispatch path.
+
+    python benchmarks/adaptive_cpu.py            # full run, writes benchmarks/results/adaptive_cpu.*
+    python benchmarks/adaptive_cpu.py --fast     # seconds: small inputs (CI runs this through a test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib.util
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from adaptune.adaptive import CodeVariant, cpu_device, learning_curves
+from adaptune.adaptive.dataset import LabelledSet
+from adaptune.adaptive.evaluate import score
+from adaptune.adaptive.labelling import MeasureOptions, MemoryCache, as_inputs
+from adaptune.adaptive.models import MODEL_KINDS, fit_model
+
+HERE = Path(__file__).parent
+SPECS = ("sort", "spmv", "histogram")
+
+
+def load_spec(name: str, scale: str) -> ModuleType:
+    os.environ["ADAPTUNE_BENCH_SCALE"] = scale
+    spec = importlib.util.spec_from_file_location(f"adaptive_spec_{name}", HERE / "adaptive_specs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def dispatch_overhead(cv: CodeVariant, features: np.ndarray, calls: int) -> dict[str, float]:
+    """p50/p90 of the model query alone, and of a whole cv(...) call with no-op variants and
+    constant features (so what remains is adaptune's own overhead)."""
+    state = cv._state
+    rows = [np.ascontiguousarray(r) for r in features]
+    query = []
+    for i in range(calls):
+        x = rows[i % len(rows)]
+        t0 = time.perf_counter_ns()
+        state.predict(x)
+        query.append(time.perf_counter_ns() - t0)
+    bare = CodeVariant(cv.name + "-overhead")
+    for name in cv.variant_names:
+        bare.variant(lambda *a: None, name=name, default=name == cv.default_name)
+    values = rows[0].tolist()
+    for fname, v in zip(cv.feature_names, values, strict=True):
+        bare.feature(lambda *a, v=v: v, name=fname)
+    bare.install_model(cv.model_params, cv.model_labels, cv.model_kind)
+    total = []
+    for _ in range(calls):
+        t0 = time.perf_counter_ns()
+        bare(None)
+        total.append(time.perf_counter_ns() - t0)
+    q, t = np.array(query) / 1e3, np.array(total) / 1e3
+    return {"model_query_p50_us": float(np.median(q)), "model_query_p90_us": float(np.percentile(q, 90)),
+            "dispatch_p50_us": float(np.median(t)), "dispatch_p90_us": float(np.percentile(t, 90)),
+            "calls": calls}
+
+
+def run_spec(name: str, scale: str, repeats: int, progress: bool,
+             kinds: tuple[str, ...] = MODEL_KINDS) -> dict[str, Any]:
+    module = load_spec(name, scale)
+    cv: CodeVariant = module.variant
+    options = MeasureOptions(repeats=repeats, warmup=1, min_sample_ms=1.0)
+    cache = MemoryCache()
+    t0 = time.perf_counter()
+    train = LabelledSet(cv, as_inputs(module.training_inputs()), cache, options, progress=progress,
+                        description=f"{name}: train")
+    train.label()
+    test = LabelledSet(cv, as_inputs(module.test_inputs()), cache, options, labels=train.labels,
+                       progress=progress, description=f"{name}: test")
+    test.label(grow=False)
+    label_s = time.perf_counter() - t0
+    costs, runtime = train.costs()
+    models: dict[str, Any] = {}
+    for kind in kinds:
+        t1 = time.perf_counter()
+        fitted = fit_model(kind, train.features, costs, runtime)
+        fit_s = time.perf_counter() - t1
+        cv.install_model(fitted.params, train.labels, fitted.kind,
+                         {"inputs": [x.name for x in train.inputs]})
+        report = score(cv, test)
+        models[kind] = {"mean_fraction_of_oracle": report.mean_fraction_of_oracle, "buckets": report.buckets,
+                        "cv_fraction_of_oracle": fitted.cv_fraction, "hyperparameters": fitted.hyper,
+                        "fit_s": fit_s}
+    auto = max(kinds, key=lambda k: models[k]["cv_fraction_of_oracle"])
+    fitted = fit_model(auto, train.features, costs, runtime)
+    cv.install_model(fitted.params, train.labels, fitted.kind, {"inputs": [x.name for x in train.inputs]})
+    final = score(cv, test)
+    overhead = dispatch_overhead(cv, test.features, 20000 if scale == "full" else 2000)
+    fitted_svm = fit_model("svm", train.features, costs, runtime)
+    cv.install_model(fitted_svm.params, train.labels, "svm", {"inputs": [x.name for x in train.inputs]})
+    overhead_svm = dispatch_overhead(cv, test.features, 20000 if scale == "full" else 2000)
+    # active learning replayed on the measured test pool: 60 % pool, 40 % held out
+    rng = np.random.default_rng(0)
+    order = rng.permutation(len(test.inputs))
+    pool, held = order[: int(0.6 * len(order))], order[int(0.6 * len(order)):]
+    t_costs, t_runtime = test.costs()
+    oracle = test.oracle()
+    curves = learning_curves(test.features[pool], t_costs[pool], t_runtime[pool], test.features[held],
+                             t_runtime[held], oracle[held], max_labels=min(30 if scale == "full" else 8, len(pool)),
+                             random_repeats=5 if scale == "full" else 2)
+    return {
+        "spec": name, "variants": cv.variant_names, "features": cv.feature_names,
+        "train_inputs": len(train.inputs), "test_inputs": len(test.inputs), "labelling_s": label_s,
+        "model_auto": auto, "mean_fraction_of_oracle": final.mean_fraction_of_oracle,
+        "buckets": final.buckets, "fixed_variants": final.fixed_variants,
+        "best_fixed_variant": final.best_fixed_variant,
+        "feature_overhead": final.feature_overhead, "models": models,
+        "cost_aware_vs_svm": {"svm": models["svm"]["mean_fraction_of_oracle"],
+                              "cost": models["cost"]["mean_fraction_of_oracle"]},
+        "dispatch_auto_model": overhead, "dispatch_svm": overhead_svm, "learning_curves": curves,
+        "oracle_labels": {str(lab): int(c) for lab, c in zip(
+            train.labels, np.bincount(np.argmin(t_runtime, axis=1), minlength=len(train.labels)), strict=True)},
+    }
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, len(results), figsize=(5 * len(results), 8), squeeze=False)
+    for col, r in enumerate(results):
+        ax = axes[0, col]
+        names = ["model"] + list(r["fixed_variants"])
+        vals = [r["mean_fraction_of_oracle"]] + list(r["fixed_variants"].values())
+        ax.bar(names, vals, color=["C3"] + ["C0"] * (len(names) - 1))
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{r['spec']}: mean fraction of oracle ({r['model_auto']})")
+        ax.tick_params(axis="x", rotation=45)
+        ax = axes[1, col]
+        for sel, pts in r["learning_curves"].items():
+            ax.plot([p["labels"] for p in pts], [p["fraction_of_oracle"] for p in pts], marker=".", label=sel)
+        ax.set_xlabel("labelled inputs")
+        ax.set_ylabel("hold-out fraction of oracle")
+        ax.set_title(f"{r['spec']}: active learning (svm)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    lines = [f"# Adaptive selection on the CPU ({doc['scale']} run)", "",
+             f"Device: {doc['device']['name']} ({doc['device']['properties'].get('cores')} cores, shared with "
+             f"other jobs); date {doc['date']}; commit {doc['commit']}; {doc['repeats']} interleaved repeats, "
+             "median. Model = the kind with the best cross-validated fraction of oracle on the training set.", "",
+             "| spec | train/test | model | mean fraction of oracle | best fixed variant | svm | cost-aware "
+             "| buckets <70/70-80/80-90/90-100 | feature overhead (median share) | query p50 µs | dispatch p50 µs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["results"]:
+        b = r["buckets"]
+        best = r["best_fixed_variant"]
+        lines.append(
+            f"| {r['spec']} | {r['train_inputs']}/{r['test_inputs']} | {r['model_auto']} | "
+            f"{r['mean_fraction_of_oracle']:.3f} | {best} {r['fixed_variants'][best]:.3f} | "
+            f"{r['models']['svm']['mean_fraction_of_oracle']:.3f} | {r['models']['cost']['mean_fraction_of_oracle']:.3f} | "
+            f"{b['<70%']}/{b['70-80%']}/{b['80-90%']}/{b['90-100%']} | "
+            f"{100 * r['feature_overhead']['median_share']:.2f}% | {r['dispatch_svm']['model_query_p50_us']:.2f} (svm) | "
+            f"{r['dispatch_svm']['dispatch_p50_us']:.2f} (svm) |")
+    lines += ["", "Per model kind (test mean fraction of oracle):", "",
+              "| spec | " + " | ".join(doc["models"]) + " |", "|---|" + "---|" * len(doc["models"])]
+    for r in doc["results"]:
+        lines.append(f"| {r['spec']} | " + " | ".join(f"{r['models'][k]['mean_fraction_of_oracle']:.3f}"
+                                                       for k in doc["models"]) + " |")
+    lines += ["", "Active learning (hold-out fraction of oracle after N labels, BvSB vs random):", ""]
+    for r in doc["results"]:
+        b = {p["labels"]: p["fraction_of_oracle"] for p in r["learning_curves"]["bvsb"]}
+        rd = {p["labels"]: p["fraction_of_oracle"] for p in r["learning_curves"]["random"]}
+        pts = [n for n in sorted(b) if n in rd][:: max(1, len(b) // 6)]
+        lines.append(f"- {r['spec']}: " + ", ".join(f"{n}: {b[n]:.3f} vs {rd[n]:.3f}" for n in pts))
+    lines += ["", "Plot: `adaptive_cpu.png`. Raw numbers: `adaptive_cpu.json`.", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fast", action="store_true", help="small inputs, few repeats (CI)")
+    ap.add_argument("--specs", nargs="*", default=list(SPECS))
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    scale = "fast" if args.fast else "full"
+    repeats = args.repeats or (3 if args.fast else 7)
+    kinds = MODEL_KINDS if scale == "full" else ("svm", "tree", "cost")
+    results = [run_spec(name, scale, repeats, not args.no_progress, kinds) for name in args.specs]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=HERE, check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    doc = {"scale": scale, "repeats": repeats, "device": cpu_device().to_dict(), "python": platform.python_version(),
+           "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "commit": commit,
+           "models": list(kinds), "results": results}
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = "adaptive_cpu" if scale == "full" else "adaptive_cpu_fast"
+    (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1, allow_nan=True))
+    (args.out / f"{stem}.md").write_text(markdown(doc))
+    plot(results, args.out / f"{stem}.png")
+    print(markdown(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""SPEC: sparse matrix-vector product y = A x, with the storage format chosen per matrix.
+
+Variants: SciPy's CSR, CSC, COO, DIA and BSR kernels, and an ELLPACK product written here in NumPy.
+An input is a matrix prepared in every format once (conversion is not timed: this models an
+iterative solver that stores the matrix in the chosen format and multiplies many times). DIA and ELL
+are constrained by their fill-in (padding memory), BSR by its block fill. Features come from the row
+pointer array and a sample of 256 rows, never a pass over all nonzeros.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from adaptune.adaptive import CodeVariant
+
+SCALE = os.environ.get("ADAPTUNE_BENCH_SCALE", "full")
+MAX_FILL = 3.0  # a padded format may store at most this many slots per nonzero
+
+
+class Matrix:
+    """One sparse matrix in every format, with its exact structure statistics (computed once)."""
+
+    def __init__(self, csr: sp.csr_matrix, seed: int) -> None:
+        self.csr = csr.tocsr()
+        self.csr.sort_indices()
+        self.x = np.random.default_rng(seed).random(csr.shape[1])
+
+    @cached_property
+    def csc(self) -> sp.csc_matrix:
+        return self.csr.tocsc()
+
+    @cached_property
+    def coo(self) -> sp.coo_matrix:
+        return self.csr.tocoo()
+
+    @cached_property
+    def n_diagonals(self) -> int:
+        coo = self.coo
+        return int(np.unique(coo.col.astype(np.int64) - coo.row).size)
+
+    @cached_property
+    def dia(self) -> sp.dia_matrix:
+        return self.csr.todia()
+
+    @cached_property
+    def bsr(self) -> sp.bsr_matrix:
+        return self.csr.tobsr()
+
+    @cached_property
+    def ell(self) -> tuple[np.ndarray, np.ndarray]:
+        lengths = np.diff(self.csr.indptr)
+        width = int(lengths.max(initial=0))
+        rows = np.repeat(np.arange(self.csr.shape[0]), lengths)
+        slot = np.arange(self.csr.nnz) - np.repeat(self.csr.indptr[:-1], lengths)
+        cols = np.zeros((self.csr.shape[0], width), np.int32)
+        vals = np.zeros((self.csr.shape[0], width))
+        cols[rows, slot], vals[rows, slot] = self.csr.indices, self.csr.data
+        return cols, vals
+
+    def __repr__(self) -> str:
+        return f"Matrix({self.csr.shape}, nnz={self.csr.nnz})"
+
+
+variant = CodeVariant("spmv")
+
+
+@variant.variant(default=True)
+def csr(m: Matrix) -> np.ndarray:
+    return m.csr @ m.x
+
+
+@variant.variant
+def csc(m: Matrix) -> np.ndarray:
+    return m.csc @ m.x
+
+
+@variant.variant
+def coo(m: Matrix) -> np.ndarray:
+    return m.coo @ m.x
+
+
+@variant.variant
+def dia(m: Matrix) -> np.ndarray:
+    return m.dia @ m.x
+
+
+@variant.variant
+def bsr(m: Matrix) -> np.ndarray:
+    return m.bsr @ m.x
+
+
+@variant.variant
+def ell(m: Matrix) -> np.ndarray:
+    cols, vals = m.ell
+    return np.einsum("ij,ij->i", vals, m.x[cols])
+
+
+@variant.constraint(dia)
+def dia_fill(m: Matrix) -> bool:
+    return m.n_diagonals * m.csr.shape[0] <= MAX_FILL * max(m.csr.nnz, 1)
+
+
+@variant.constraint(ell)
+def ell_fill(m: Matrix) -> bool:
+    return int(np.diff(m.csr.indptr).max(initial=0)) * m.csr.shape[0] <= MAX_FILL * max(m.csr.nnz, 1)
+
+
+@variant.constraint(bsr)
+def bsr_fill(m: Matrix) -> bool:
+    b = m.bsr
+    return b.data.size <= MAX_FILL * max(m.csr.nnz, 1) and b.blocksize != (1, 1)
+
+
+@variant.feature
+def log_rows(m: Matrix) -> float:
+    return float(np.log10(m.csr.shape[0]))
+
+
+@variant.feature
+def nnz_per_row(m: Matrix) -> float:
+    return m.csr.nnz / m.csr.shape[0]
+
+
+@variant.feature
+def row_length_cv(m: Matrix) -> float:
+    lengths = np.diff(m.csr.indptr)
+    return float(lengths.std() / max(lengths.mean(), 1e-9))
+
+
+@variant.feature
+def max_over_mean_row(m: Matrix) -> float:
+    lengths = np.diff(m.csr.indptr)
+    return float(lengths.max(initial=0) / max(lengths.mean(), 1e-9))
+
+
+@variant.feature
+def sampled_diagonal_fill(m: Matrix) -> float:
+    """Distinct diagonals met in 256 sampled rows, per nonzero per row: ~1 for banded, large for random."""
+    n = m.csr.shape[0]
+    rows = np.linspace(0, n - 1, min(256, n)).astype(np.int64)
+    starts, ends = m.csr.indptr[rows], m.csr.indptr[rows + 1]
+    lengths = ends - starts
+    if lengths.sum() == 0:
+        return 0.0
+    first = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    idx = first + np.arange(lengths.sum())  # the nonzero positions of the sampled rows, vectorised
+    offsets = m.csr.indices[idx] - np.repeat(rows, ends - starts)
+    return float(np.unique(offsets).size / max(idx.size / len(rows), 1e-9))
+
+
+STRUCTURES = ("banded", "stencil2d", "stencil3d", "power_law", "block", "random")
+
+
+def make_matrix(seed: int) -> tuple[str, object]:
+    rng = np.random.default_rng(seed)
+    lo, hi = (3, 4) if SCALE == "fast" else (3, 6)
+    n = int(10 ** rng.uniform(lo, hi))
+    kind = STRUCTURES[int(rng.integers(len(STRUCTURES)))]
+    param = int(rng.integers(1, 40))
+    name = f"{kind}-{n}-p{param}-s{seed}"
+
+    def make() -> tuple[Matrix]:
+        g = np.random.default_rng(seed)
+        if kind == "banded":
+            offsets = np.unique(np.concatenate([[0], g.integers(-param * 3, param * 3 + 1, param)]))
+            a = sp.diags([g.random(n) for _ in offsets], offsets, shape=(n, n), format="csr")
+        elif kind == "stencil2d":
+            k = max(2, int(np.sqrt(n)))
+            t = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(k, k))
+            a = sp.kronsum(t, t, format="csr")
+        elif kind == "stencil3d":
+            k = max(2, int(round(n ** (1 / 3))))
+            t = sp.diags([-1.0, 2.0, -1.0], [-1, 0, 1], shape=(k, k))
+            a = sp.kronsum(sp.kronsum(t, t), t, format="csr")
+        elif kind == "power_law":
+            lengths = np.minimum(n, (g.pareto(1.2, n) * 2 + 1).astype(np.int64))
+            rows = np.repeat(np.arange(n), lengths)
+            a = sp.csr_matrix((g.random(rows.size), (rows, g.integers(0, n, rows.size))), shape=(n, n))
+        elif kind == "block":
+            b = (2, 4, 8)[param % 3]
+            nb = max(1, n // b)
+            coarse = sp.random(nb, nb, density=min(1.0, (param % 8 + 1) / nb), random_state=seed, format="csr")
+            a = sp.kron(coarse, np.ones((b, b)), format="csr")
+        else:
+            a = sp.random(n, n, density=min(1.0, (param % 10 + 1) / n), random_state=seed, format="csr")
+        a = a.tocsr()
+        a.sum_duplicates()
+        return (Matrix(a, seed),)
+
+    return name, make
+
+
+def training_inputs() -> list:
+    return [make_matrix(seed) for seed in range(24 if SCALE == "full" else 6)]
+
+
+def test_inputs() -> list:
+    return [make_matrix(seed) for seed in range(2000, 2100 if SCALE == "full" else 2012)]
