@@ -40,7 +40,8 @@ class CUDABackend(Backend):
         index = _device_index(device, n, cp)
         self.device = cp.cuda.Device(index)
         self.device.use()
-        self.stream = cp.cuda.Stream(non_blocking=True)
+        # A blocking stream: it stays ordered with work other code puts on the legacy default stream.
+        self.stream = cp.cuda.Stream(non_blocking=False)
         self._start = cp.cuda.Event()
         self._end = cp.cuda.Event()
         if cache_dir:
@@ -94,8 +95,11 @@ class CUDABackend(Backend):
         return int(kernel.max_threads_per_block)
 
     def _allocate_array(self, host: np.ndarray) -> DeviceArray:
-        with self.device:
+        # Upload on our stream and wait: a pageable upload on another stream may still be landing
+        # when the first device-to-device copy (the pristine snapshot) reads the buffer.
+        with self.device, self.stream:
             arr = self._cp.asarray(host)
+        self.stream.synchronize()
         return DeviceArray(arr, host.dtype, host.shape)
 
     def copy_in(self, dst: DeviceArray, host: np.ndarray) -> None:
