@@ -107,6 +107,7 @@ def test_garbage_inside_an_open_cache_is_an_error_not_a_silent_cut(tmp_path):
     (lambda d: d["cache"].update({"77": "fast"}), r"entry '77' must be an object"),
     (lambda d: d.update(tune_params={"other": [1]}), "disagrees with 'tune_params_keys'"),
     (lambda d: d["cache"]["128"].update(timestamp="yesterday"), "is not an ISO date"),
+    (lambda d: d.update(objective=5), "'objective' must be a name"),
 ])
 def test_wrong_json_types_are_named(tmp_path, mutate, message):
     data = raw_cache(VECTOR_ADD)
@@ -116,6 +117,14 @@ def test_wrong_json_types_are_named(tmp_path, mutate, message):
     with pytest.raises(FormatError, match=message) as err:
         load_kt_cache(path)
     assert str(path) in str(err.value)
+
+
+def test_multi_objective_cache_keeps_every_objective(tmp_path):
+    data = raw_cache(ENERGY)
+    data["objective"] = ["time", "GFLOPS/W"]
+    (tmp_path / "multi.json").write_text(json.dumps(data))
+    rec = load_kt_cache(tmp_path / "multi.json")
+    assert rec.objective == "time" and rec.meta["objectives"] == ["time", "GFLOPS/W"]
 
 
 def test_not_a_cache_and_truncated_gzip(tmp_path):

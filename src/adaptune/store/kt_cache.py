@@ -155,9 +155,14 @@ def kt_dict_to_recorded(data: Any, source: str, meta: dict[str, Any] | None = No
         if list(tune_params) != names:
             raise FormatError(f"{source}: 'tune_params' {list(tune_params)} disagrees with "
                               f"'tune_params_keys' {names}")
-    for field_name in ("device_name", "kernel_name", "objective"):
+    for field_name in ("device_name", "kernel_name"):
         if field_name in data and not isinstance(data[field_name], str):
             raise FormatError(f"{source}: '{field_name}' must be a string, not {_kind(data[field_name])}")
+    objective = data.get("objective", "time")
+    if isinstance(objective, list) and objective and all(isinstance(o, str) for o in objective):
+        meta["objectives"], objective = list(objective), objective[0]  # multi-objective run: first is primary
+    if not isinstance(objective, str):
+        raise FormatError(f"{source}: 'objective' must be a name or a list of names, not {_kind(objective)}")
 
     allowed = {n: tune_params[n] for n in names} if tune_params else None
     dropped: set[str] = set()
@@ -169,7 +174,7 @@ def kt_dict_to_recorded(data: Any, source: str, meta: dict[str, Any] | None = No
         meta["dropped_fields"] = sorted(dropped)
     return RecordedSpace(device_name=data.get("device_name", ""), kernel_name=data.get("kernel_name", ""),
                          problem_size=data.get("problem_size"), params={n: list(tune_params[n]) for n in names},
-                         results=results, objective=data.get("objective", "time"), meta=meta)
+                         results=results, objective=objective, meta=meta)
 
 
 def _entry_to_result(key: str, entry: Any, names: list[str], allowed: dict[str, list] | None,
