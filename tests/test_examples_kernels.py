@@ -87,13 +87,15 @@ def test_vector_add_matches_numpy(queue, config):
 
 MATMUL_BASE = {"block_size_x": 16, "block_size_y": 16, "tile_size_x": 1, "tile_size_y": 1, "vector_width": 1,
                "loop_unroll_factor_k": 1, "use_shared_mem": 0, "tile_size_k": 16}
-MATMUL_CONFIGS = [
+MATMUL_CONFIGS = [  # includes several vectors per thread (tile_size_x > vector_width > 1), with and without tiles
     {**MATMUL_BASE, "block_size_x": 1, "block_size_y": 1},
-    {**MATMUL_BASE, "block_size_x": 32, "block_size_y": 2, "tile_size_x": 4, "vector_width": 4,
+    {**MATMUL_BASE, "block_size_x": 32, "block_size_y": 2, "tile_size_x": 4, "vector_width": 2,
      "loop_unroll_factor_k": 4},
+    {**MATMUL_BASE, "block_size_x": 8, "block_size_y": 8, "tile_size_x": 8, "tile_size_y": 2, "vector_width": 4,
+     "loop_unroll_factor_k": 2},
     {**MATMUL_BASE, "block_size_x": 8, "block_size_y": 4, "tile_size_x": 2, "tile_size_y": 2, "vector_width": 2,
      "loop_unroll_factor_k": 2, "use_shared_mem": 1, "tile_size_k": 8},
-    {**MATMUL_BASE, "block_size_x": 16, "block_size_y": 8, "tile_size_x": 4, "tile_size_y": 4, "vector_width": 4,
+    {**MATMUL_BASE, "block_size_x": 16, "block_size_y": 8, "tile_size_x": 8, "tile_size_y": 4, "vector_width": 4,
      "loop_unroll_factor_k": 8, "use_shared_mem": 1, "tile_size_k": 32},
     {**MATMUL_BASE, "block_size_x": 4, "block_size_y": 16, "tile_size_x": 8, "tile_size_y": 1, "vector_width": 1,
      "loop_unroll_factor_k": 1, "use_shared_mem": 1, "tile_size_k": 8},
