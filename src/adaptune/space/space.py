@@ -72,11 +72,13 @@ class Space:
     """
 
     def __init__(self, params: Mapping[str, Sequence[Any]] | Sequence[Param],
-                 constraints: Sequence[ConstraintLike] = (),
+                 constraints: Sequence[ConstraintLike] | ConstraintLike | None = (),
                  defaults: Mapping[str, Any] | None = None,
                  constants: Mapping[str, Any] | None = None,
                  *, chunk_rows: int = CHUNK_ROWS):
-        if isinstance(constraints, str) or callable(constraints):
+        if constraints is None:
+            constraints = ()
+        elif isinstance(constraints, str) or callable(constraints):
             constraints = [constraints]
         self.params: tuple[Param, ...] = _as_params(params, defaults)
         self.names: tuple[str, ...] = tuple(p.name for p in self.params)
