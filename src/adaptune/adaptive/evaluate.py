@@ -94,7 +94,8 @@ def score(cv: CodeVariant, labelled: LabelledSet) -> EvaluationReport:
                  for j, lab in enumerate(labelled.labels)}
     frac = frac[valid]
     variant_ms = runtime[rows, chosen][valid]
-    share = labelled.feature_ms[valid] / variant_ms if cv.objective == "time" else np.full(len(frac), np.nan)
+    timed = cv.objective == "time" and len(frac) > 0
+    share = labelled.feature_ms[valid] / variant_ms if timed else np.array([math.nan])
     per_input = []
     for r in np.flatnonzero(valid):
         best_j = int(np.argmin(runtime[r]))
@@ -110,7 +111,7 @@ def score(cv: CodeVariant, labelled: LabelledSet) -> EvaluationReport:
         name=cv.name, model=state.kind, labels_used=len(state.provenance.get("inputs", [])),
         n_inputs=int(valid.sum()), mean_fraction_of_oracle=float(np.mean(frac)) if len(frac) else math.nan,
         buckets=bucket_counts(frac), fixed_variants=fixed, best_fixed_variant=best_fixed,
-        feature_overhead={"median_share": float(np.nanmedian(share)) if len(share) else math.nan,
-                          "mean_share": float(np.nanmean(share)) if len(share) else math.nan,
+        feature_overhead={"median_share": float(np.median(share)) if timed else math.nan,
+                          "mean_share": float(np.mean(share)) if timed else math.nan,
                           "median_ms": float(np.nanmedian(labelled.feature_ms[valid])) if len(frac) else math.nan},
         per_input=per_input)
