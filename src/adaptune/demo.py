@@ -22,8 +22,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "matmul" / "problem
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="demo_out")
-    ap.add_argument("--strategy", default="brute_force")
-    ap.add_argument("--max-seconds", type=float, default=100.0, help="wall-clock budget of the search")
+    ap.add_argument("--strategy", default="auto")
+    ap.add_argument("--max-seconds", type=float, default=90.0, help="wall-clock budget of the search")
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
 

@@ -6,6 +6,7 @@ Binaries are cached in memory by :class:`Backend` and on disk by PyOpenCL's own 
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +15,10 @@ import numpy as np
 
 from adaptune.backends.base import Backend, BackendError, CompileError, DeviceArray, DeviceLimits, Grid
 from adaptune.records import DeviceInfo
+
+# PoCL 3 aborts the whole process ("Final linking of kernel ... failed") when two programs are built
+# at once from different threads, so builds are serialised; they still overlap with measurement.
+_BUILD_LOCK = threading.Lock()
 
 
 def _cl() -> Any:
@@ -103,7 +108,7 @@ class OpenCLBackend(Backend):
     def _build(self, source: str, expr: str, options: tuple[str, ...]) -> Any:
         cl = self._cl
         try:
-            with warnings.catch_warnings():
+            with _BUILD_LOCK, warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # build-log warnings are not failures
                 program = cl.Program(self.context, source).build(options=list(options), cache_dir=self.cache_dir)
         except cl.RuntimeError as exc:
