@@ -59,13 +59,14 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--db", help="keep adaptune's database here (default: a temporary file)")
     args = ap.parse_args()
 
     problem = load_problem(args.spec, backend=args.backend)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         ours = tune(problem, "brute_force", repeats=args.repeats, backend=args.backend, device=args.device,
-                    db=str(Path(tmp) / "bench.db"), progress=False)
+                    db=args.db or str(Path(tmp) / "bench.db"), progress=False)
         ours_wall = time.perf_counter() - start
     kt_wall, kt_best, kt_results = kernel_tuner_run(problem, args.backend, args.repeats, args.device)
 
