@@ -13,6 +13,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import os
 import subprocess
 import tempfile
 import time
@@ -63,12 +64,18 @@ def main() -> None:
     args = ap.parse_args()
 
     problem = load_problem(args.spec, backend=args.backend)
+    # Neither tool may profit from the other's (or an earlier run's) compiled binaries: PoCL's kernel
+    # and PyOpenCL's caches are off, and each tool gets an empty CuPy cache directory.
+    os.environ["POCL_KERNEL_CACHE"] = "0"
+    os.environ["PYOPENCL_NO_CACHE"] = "1"
     with tempfile.TemporaryDirectory() as tmp:
+        os.environ["CUPY_CACHE_DIR"] = str(Path(tmp) / "cupy_adaptune")
         start = time.perf_counter()
         ours = tune(problem, "brute_force", repeats=args.repeats, backend=args.backend, device=args.device,
                     db=args.db or str(Path(tmp) / "bench.db"), progress=False)
         ours_wall = time.perf_counter() - start
-    kt_wall, kt_best, kt_results = kernel_tuner_run(problem, args.backend, args.repeats, args.device)
+        os.environ["CUPY_CACHE_DIR"] = str(Path(tmp) / "cupy_kernel_tuner")
+        kt_wall, kt_best, kt_results = kernel_tuner_run(problem, args.backend, args.repeats, args.device)
 
     names = [p.name for p in problem.space.params]
     kt_by_key = {tuple(r[n] for n in names): r["time"] for r in kt_results}
