@@ -9,7 +9,6 @@ Kernel Tuner's evaluation order is mapped back onto the record, so both are scor
 
 from __future__ import annotations
 
-import atexit
 import gzip
 import json
 import math
@@ -99,24 +98,19 @@ def _run_ours(path: str, strategy: str, max_evals: int, seed: int) -> tuple[list
 
 
 @lru_cache(maxsize=16)
-def _kt_inputs(path: str) -> tuple[str, dict[str, Any]]:
-    """The cache as a plain .json file Kernel Tuner can read (it does not read .gz)."""
+def _kt_inputs(path: str) -> tuple[bytes, dict[str, Any]]:
+    """The cache as plain JSON bytes (Kernel Tuner does not read .gz) and parsed."""
     raw = Path(path).read_bytes()
     if path.endswith(".gz"):
         raw = gzip.decompress(raw)
-    data = json.loads(raw)
-    fd, tmp = tempfile.mkstemp(suffix=".json", prefix="adaptune_kt_")
-    with os.fdopen(fd, "wb") as f:
-        f.write(raw)
-    atexit.register(os.unlink, tmp)
-    return tmp, data
+    return raw, json.loads(raw)
 
 
 def _run_kernel_tuner(path: str, strategy: str, max_evals: int, seed: int) -> tuple[list[float], None]:
     from kernel_tuner import tune_kernel
 
     rp = _replay(path)
-    cache_file, data = _kt_inputs(path)
+    raw, data = _kt_inputs(path)
     names = list(data["tune_params"])
     recorded = {tuple(c[n] for n in names) for c in rp.space.configs()}
 
@@ -128,8 +122,10 @@ def _run_kernel_tuner(path: str, strategy: str, max_evals: int, seed: int) -> tu
 
     np.random.seed(seed)  # Kernel Tuner's strategies draw from the global generators
     random.seed(seed)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), tempfile.TemporaryDirectory(prefix="adaptune_kt_") as tmp:
         warnings.simplefilter("ignore")
+        cache_file = os.path.join(tmp, "cache.json")  # a private copy: KT may append to its cache
+        Path(cache_file).write_bytes(raw)
         results, _ = tune_kernel(data.get("kernel_name", "kernel"), "/* replayed */", data.get("problem_size", 1),
                                  [], data["tune_params"], restrictions=recorded_config, cache=cache_file,
                                  simulation_mode=True, strategy=strategy,
