@@ -85,7 +85,8 @@ def main() -> None:
     ours_by_key = {tuple(r.config[n] for n in names): r.time_ms for r in ours.results if r.ok}
     ours_best_key = tuple(ours.best[n] for n in names)
     kt_best_key = tuple(kt_best[n] for n in names)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = os.environ.get("ADAPTUNE_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     row = {
         "problem": problem.name, "backend": args.backend, "device": ours.device.name,
         "date": dt.date.today().isoformat(), "commit": commit, "repeats": args.repeats,
