@@ -203,7 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     scale = "fast" if args.fast else "full"
     repeats = args.repeats or (3 if args.fast else 7)
     kinds = MODEL_KINDS if scale == "full" else ("svm", "tree", "cost")
-    results = [run_spec(name, scale, repeats, not args.no_progress, kinds) for name in args.specs]
+    results = []
+    for name in args.specs:
+        results.append(run_spec(name, scale, repeats, not args.no_progress, kinds))
+        write(results, scale, repeats, kinds, args.out)
+    print(markdown(write(results, scale, repeats, kinds, args.out)))
+    return 0
+
+
+def write(results: list[dict[str, Any]], scale: str, repeats: int, kinds: tuple[str, ...], out: Path) -> dict:
+    """Write JSON, markdown and plot for the specs done so far (a crash later loses nothing)."""
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                 cwd=HERE, check=False).stdout.strip()
@@ -212,13 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"scale": scale, "repeats": repeats, "device": cpu_device().to_dict(), "python": platform.python_version(),
            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "commit": commit,
            "models": list(kinds), "results": results}
-    args.out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     stem = "adaptive_cpu" if scale == "full" else "adaptive_cpu_fast"
-    (args.out / f"{stem}.json").write_text(json.dumps(doc, indent=1, allow_nan=True))
-    (args.out / f"{stem}.md").write_text(markdown(doc))
-    plot(results, args.out / f"{stem}.png")
-    print(markdown(doc))
-    return 0
+    (out / f"{stem}.json").write_text(json.dumps(doc, indent=1, allow_nan=True))
+    (out / f"{stem}.md").write_text(markdown(doc))
+    plot(results, out / f"{stem}.png")
+    return doc
 
 
 if __name__ == "__main__":

@@ -152,6 +152,12 @@ def sampled_diagonal_fill(m: Matrix) -> float:
     return float(np.unique(offsets).size / max(idx.size / len(rows), 1e-9))
 
 
+def _random_sparse(g: np.random.Generator, n: int, nnz: int) -> sp.csr_matrix:
+    """Uniformly scattered nonzeros (duplicates summed); scipy.sparse.random would enumerate n*n slots."""
+    rows, cols = g.integers(0, n, nnz), g.integers(0, n, nnz)
+    return sp.csr_matrix((g.random(nnz), (rows, cols)), shape=(n, n))
+
+
 STRUCTURES = ("banded", "stencil2d", "stencil3d", "power_law", "block", "random")
 
 
@@ -183,10 +189,9 @@ def make_matrix(seed: int) -> tuple[str, object]:
         elif kind == "block":
             b = (2, 4, 8)[param % 3]
             nb = max(1, n // b)
-            coarse = sp.random(nb, nb, density=min(1.0, (param % 8 + 1) / nb), random_state=seed, format="csr")
-            a = sp.kron(coarse, np.ones((b, b)), format="csr")
+            a = sp.kron(_random_sparse(g, nb, (param % 8 + 1) * nb), np.ones((b, b)), format="csr")
         else:
-            a = sp.random(n, n, density=min(1.0, (param % 10 + 1) / n), random_state=seed, format="csr")
+            a = _random_sparse(g, n, (param % 10 + 1) * n)
         a = a.tocsr()
         a.sum_duplicates()
         return (Matrix(a, seed),)
