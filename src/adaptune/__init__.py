@@ -2,10 +2,51 @@
 
 Find the best implementation and parameters of a computation for each input and each machine,
 and pick them at run time in microseconds.
+
+The public API lives here. Names are resolved on first use (PEP 562), so ``import adaptune`` stays
+cheap and a program that only dispatches never imports the tuning or storage layers.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from adaptune.records import DeviceInfo, Result, Status
 
 __version__ = "0.1.0"
 
-__all__ = ["DeviceInfo", "Result", "Status", "__version__"]
+_LAZY: dict[str, str] = {
+    # space
+    "Param": "adaptune.space", "Space": "adaptune.space", "ConstraintError": "adaptune.space",
+    # measurement
+    "KernelSpec": "adaptune.measure", "CallableSpec": "adaptune.measure", "MeasureSettings": "adaptune.measure",
+    "Measurer": "adaptune.measure", "time_callable": "adaptune.measure",
+    # store and interop
+    "Store": "adaptune.store", "RecordedSpace": "adaptune.store", "load_recorded": "adaptune.store",
+    "load_kt_cache": "adaptune.store", "write_kt_cache": "adaptune.store", "load_t1": "adaptune.store",
+    "load_t4": "adaptune.store", "write_t4": "adaptune.store",
+    # search
+    "STRATEGIES": "adaptune.search", "Strategy": "adaptune.search", "Budget": "adaptune.search",
+    "make_strategy": "adaptune.search", "Replay": "adaptune.search",
+    # tuning
+    "Problem": "adaptune.tuning", "TuneReport": "adaptune.tuning", "tune": "adaptune.tuning",
+    # adaptive selection
+    "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
+    "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",
+}
+
+__all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'adaptune' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
