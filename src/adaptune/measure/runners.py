@@ -73,7 +73,7 @@ class KernelRunner:
         self.poisoned = [] if callable(answer) or answer is None or not spec.poison_outputs else [
             i for i, a in enumerate(answer) if a is not None and isinstance(self.args[i], DeviceArray)]
         self.backend.synchronize()
-        workers = settings.compile_workers or max(1, min(4, os.cpu_count() or 1))
+        workers = settings.compile_workers or max(1, min(8, os.cpu_count() or 1))
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="adaptune-compile")
         self.pending: dict[str, Future[tuple[Any, float, bool]]] = {}
         self.counters = {"measured": 0, "prefetched": 0, "compiled_ahead": 0, "compile_waits": 0}

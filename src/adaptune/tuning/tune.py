@@ -84,7 +84,7 @@ def tune(
     seed: int | None = None,
     progress: bool = True,
     timeout_s: float = 10.0,
-    lookahead: int = 4,
+    lookahead: int = 8,
     observers: tuple[str, ...] = (),
     verify: bool = True,
     strategy_options: dict[str, Any] | None = None,
