@@ -36,6 +36,9 @@ def kernel_tuner_run(problem, backend: str, repeats: int, device: int) -> tuple[
     start = time.perf_counter()
     import kernel_tuner
 
+    if backend == "cuda":
+        _pad_cupy_uuid()
+
     spec: KernelSpec = problem.spec
     source = spec.source.read_text() if isinstance(spec.source, Path) else spec.source
     tune_params = {p.name: list(p.values) for p in problem.space.params}
@@ -54,6 +57,21 @@ def kernel_tuner_run(problem, backend: str, repeats: int, device: int) -> tuple[
     ok = [r for r in results if isinstance(r.get("time"), (int, float)) and math.isfinite(r["time"])]
     best = min(ok, key=lambda r: r["time"])
     return wall, {k: best[k] for k in tune_params} | {"time_ms": best["time"]}, ok
+
+
+def _pad_cupy_uuid() -> None:
+    """Work around a peer bug: CuPy cuts a device UUID at its first zero byte, and Kernel Tuner's CuPy
+    backend then fails in ``uuid.UUID(bytes=...)``. Pad it back to 16 bytes (only the benchmark does this)."""
+    import cupy
+
+    original = cupy.cuda.runtime.getDeviceProperties
+
+    def padded(device: int) -> dict:
+        props = original(device)
+        props["uuid"] = bytes(props.get("uuid", b"")).ljust(16, b"\0")[:16]
+        return props
+
+    cupy.cuda.runtime.getDeviceProperties = padded
 
 
 def main() -> None:
