@@ -88,3 +88,18 @@ def test_sigkill_mid_run_then_resume_reuses_everything(tmp_path):
     assert data["reused"] >= before
     assert data["evaluated"] == 19  # every valid configuration of the space
     assert _count_measurements(db) == 19
+
+
+def test_racing_cuts_repeats_only_for_configurations_far_behind_the_incumbent():
+    from adaptune.measure import Measurer, MeasureSettings
+
+    problem = load_problem(SPEC)
+    config = problem.space.config(0)
+    settings = MeasureSettings(repeats=5, discard_factor=2.0)
+    with Measurer(problem.spec, settings=settings) as measurer:
+        behind = measurer.measure(config, best_ms=1e-9)  # no real run is this fast: far behind
+        close = measurer.measure(config, best_ms=1e9)  # everything is faster than this: keep measuring
+        alone = measurer.measure(config)  # no incumbent yet
+    assert behind.ok and len(behind.samples) == 1
+    assert close.ok and len(close.samples) == 5
+    assert alone.ok and len(alone.samples) == 5

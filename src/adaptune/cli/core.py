@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds before one configuration is killed")
     p.add_argument("--observe", action="append", default=[], help="observer, e.g. nvml (read-only)")
+    p.add_argument("--discard-factor", type=float, default=2.0,
+                   help="stop repeating a configuration whose first run is this many times slower than the "
+                        "best so far (0: measure every repeat)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--plot", help="also write a PNG plot of the run")
     p.set_defaults(func=_tune)
@@ -72,7 +75,7 @@ def _tune(args: argparse.Namespace) -> int:
     report = tune(problem, args.strategy, max_evals=args.max_evals, max_seconds=args.max_seconds,
                   repeats=args.repeats, backend=args.backend, device=_device_arg(args.device), db=args.db,
                   seed=args.seed, progress=not args.json, timeout_s=args.timeout,
-                  observers=tuple(args.observe))
+                  observers=tuple(args.observe), discard_factor=args.discard_factor or None)
     if args.plot:
         from adaptune.report.plots import plot_tuning
 

@@ -161,7 +161,7 @@ class Measurer:
             self._ensure_worker()
             self._conn.send(("prefetch", fresh))
 
-    def measure(self, config: Mapping[str, Any]) -> Result:
+    def measure(self, config: Mapping[str, Any], best_ms: float | None = None) -> Result:
         """Measure one configuration; faults come back as a failed Result, never as an exception.
 
         Raises :class:`SpecError` only when the spec itself cannot handle ``config`` (e.g. a
@@ -172,7 +172,7 @@ class Measurer:
         self._ensure_worker()
         s = self.settings
         run_limit = s.timeout_s + (s.auto_max_seconds if s.repeats == "auto" else 0.0)
-        self._conn.send(("measure", config))
+        self._conn.send(("measure", config, best_ms))
         compile_ms, compiled = 0.0, False
         deadline = time.monotonic() + s.compile_timeout_s
         while True:

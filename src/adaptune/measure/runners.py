@@ -7,6 +7,7 @@ worker when a failure may have left the device context unusable.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 import traceback
@@ -29,6 +30,14 @@ from adaptune.records import DeviceInfo, Result, Status
 Notify = Callable[[float], None]
 LOG_LINES = 30
 LOG_CHARS = 4000
+
+
+def racing(settings: MeasureSettings, best_ms: float | None) -> Callable[[float], bool] | None:
+    """The early-discard test for one configuration, or None when racing is off or there is no incumbent."""
+    factor = settings.discard_factor
+    if factor is None or best_ms is None or not math.isfinite(best_ms):
+        return None
+    return lambda first_ms: first_ms > factor * best_ms
 
 
 def log_head(text: str) -> str:
@@ -148,7 +157,7 @@ class KernelRunner:
         self._restore()  # enqueued before the launch, outside its events
         return self.backend.time_launch(kernel, geo.grid, geo.block, self.args, geo.shared_mem)
 
-    def measure(self, config: dict[str, Any], notify: Notify) -> tuple[Result, bool]:
+    def measure(self, config: dict[str, Any], notify: Notify, best_ms: float | None = None) -> tuple[Result, bool]:
         self.counters["measured"] += 1
         prep = self.prepare(config)  # SpecError propagates: the spec is wrong, not the kernel
         why = self.limit_problem(prep.geometry)
@@ -170,12 +179,13 @@ class KernelRunner:
         if why:
             return Result.failure(config, Status.LAUNCH_ERROR, why + " (not launched)", compile_ms=compile_ms), False
         try:
-            return self._benchmark(config, kernel, prep.geometry, compile_ms), False
+            return self._benchmark(config, kernel, prep.geometry, compile_ms, best_ms), False
         except Exception as exc:  # a launch the API refused or a kernel fault the API reported
             return (Result.failure(config, Status.LAUNCH_ERROR, exception_text(exc), compile_ms=compile_ms),
                     self.backend.restart_after_launch_error)
 
-    def _benchmark(self, config: dict[str, Any], kernel: Any, geo: Geometry, compile_ms: float) -> Result:
+    def _benchmark(self, config: dict[str, Any], kernel: Any, geo: Geometry, compile_ms: float,
+                   best_ms: float | None) -> Result:
         spec, settings, be = self.spec, self.settings, self.backend
         verify_ms = 0.0
         if settings.verify and spec.answer is not None:
@@ -198,7 +208,8 @@ class KernelRunner:
             obs.start()
         samples = collect(lambda: self._timed(kernel, geo), settings.repeats,
                           min_repeats=settings.auto_min_repeats, max_repeats=settings.auto_max_repeats,
-                          max_seconds=settings.auto_max_seconds, rel_ci=settings.auto_rel_ci)
+                          max_seconds=settings.auto_max_seconds, rel_ci=settings.auto_rel_ci,
+                          give_up=racing(settings, best_ms))
         observed: dict[str, float] = {}
         for obs in self.observers:
             observed.update(obs.stop())
@@ -241,7 +252,7 @@ class CallableRunner:
             if saved is not None:
                 np.copyto(arg, saved)
 
-    def measure(self, config: dict[str, Any], notify: Notify) -> tuple[Result, bool]:
+    def measure(self, config: dict[str, Any], notify: Notify, best_ms: float | None = None) -> tuple[Result, bool]:
         self.counters["measured"] += 1
         notify(0.0)
         spec, settings = self.spec, self.settings
@@ -271,7 +282,7 @@ class CallableRunner:
 
             samples = collect(once, settings.repeats, min_repeats=settings.auto_min_repeats,
                               max_repeats=settings.auto_max_repeats, max_seconds=settings.auto_max_seconds,
-                              rel_ci=settings.auto_rel_ci)
+                              rel_ci=settings.auto_rel_ci, give_up=racing(settings, best_ms))
             observed: dict[str, float] = {}
             for obs in self.observers:
                 observed.update(obs.stop())

@@ -169,12 +169,18 @@ class MeasureSettings:
     auto_max_repeats: int = 100
     auto_max_seconds: float = 2.0
     auto_rel_ci: float = 0.02
+    #: Racing: stop repeating after the first timed run when it is slower than ``discard_factor`` times
+    #: the best time so far (passed in by the tuner). A configuration that far behind cannot become the
+    #: best, so its remaining repeats are wasted device time. None measures every repeat.
+    discard_factor: float | None = None
 
     def __post_init__(self) -> None:
         if self.repeats != "auto" and (not isinstance(self.repeats, int) or self.repeats < 1):
             raise ValueError(f"repeats must be a positive int or 'auto', got {self.repeats!r}")
         if not isinstance(self.warmup, int) or self.warmup < 0:
             raise ValueError(f"warmup must be an int >= 0, got {self.warmup!r}")
+        if self.discard_factor is not None and not self.discard_factor > 1:
+            raise ValueError(f"discard_factor must be > 1 (or None), got {self.discard_factor!r}")
         for name in ("timeout_s", "compile_timeout_s", "auto_max_seconds", "auto_rel_ci"):
             value = getattr(self, name)
             if not value > 0:

@@ -39,11 +39,18 @@ def median_is_known(samples: Sequence[float], rel: float, confidence: float = 0.
 
 
 def collect(run_once: Callable[[], float], repeats: int | str, *, min_repeats: int = 5,
-            max_repeats: int = 100, max_seconds: float = 2.0, rel_ci: float = 0.02) -> list[float]:
-    """Call ``run_once`` (returns one sample in ms) ``repeats`` times, or adaptively for "auto"."""
+            max_repeats: int = 100, max_seconds: float = 2.0, rel_ci: float = 0.02,
+            give_up: Callable[[float], bool] | None = None) -> list[float]:
+    """Call ``run_once`` (returns one sample in ms) ``repeats`` times, or adaptively for "auto".
+
+    ``give_up(first_sample)`` true stops after the first sample (racing against the incumbent).
+    """
+    first = run_once()
+    if give_up is not None and give_up(first):
+        return [first]
     if repeats != "auto":
-        return [run_once() for _ in range(int(repeats))]
-    samples: list[float] = []
+        return [first, *(run_once() for _ in range(int(repeats) - 1))]
+    samples: list[float] = [first]
     deadline = time.perf_counter() + max_seconds
     while len(samples) < max_repeats:
         samples.append(run_once())

@@ -50,8 +50,9 @@ def _serve(conn: Connection, runner: Any) -> None:
         op = message[0]
         if op == "measure":
             config = message[1]
+            best_ms = message[2] if len(message) > 2 else None
             try:
-                result, restart = runner.measure(config, notify)
+                result, restart = runner.measure(config, notify, best_ms)
             except SpecError as exc:
                 conn.send(("spec_error", str(exc)))
                 continue

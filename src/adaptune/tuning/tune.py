@@ -88,12 +88,17 @@ def tune(
     observers: tuple[str, ...] = (),
     verify: bool = True,
     strategy_options: dict[str, Any] | None = None,
+    discard_factor: float | None = 2.0,
 ) -> TuneReport:
-    """Tune ``problem`` with ``strategy`` under a budget; every outcome is stored in ``db``."""
+    """Tune ``problem`` with ``strategy`` under a budget; every outcome is stored in ``db``.
+
+    ``discard_factor`` races configurations against the best so far: one whose first timed run is more
+    than that many times slower gets no further repeats (None: every configuration gets every repeat).
+    """
     start = time.perf_counter()
     space = problem.space
     settings = MeasureSettings(repeats=repeats, warmup=warmup, timeout_s=timeout_s, verify=verify,
-                               observers=tuple(observers))
+                               observers=tuple(observers), discard_factor=discard_factor)
     search = make_strategy(strategy, space, seed=seed, **(strategy_options or {}))
     total = min(len(space), max_evals) if max_evals else len(space)
     store = Store(db)
@@ -106,14 +111,19 @@ def tune(
             stored = {space.key(r.config): r for r in store.results(problem_id=ids[1], device_id=ids[0],
                                                                      input_id=ids[2])}
 
+            best = [math.inf]  # the incumbent, for racing
+
             def measure(config: dict[str, Any]) -> tuple[Result, bool]:
                 cached = stored.get(space.key(config))
-                if cached is not None:
-                    return cached, True
-                result = measurer.measure(config)
-                store.put(*ids, result)
-                stored[space.key(config)] = result
-                return result, False
+                if cached is None:
+                    cached = measurer.measure(config, best_ms=best[0])
+                    store.put(*ids, cached)
+                    stored[space.key(config)] = cached
+                    fresh = True
+                else:
+                    fresh = False
+                best[0] = min(best[0], cached.time_ms)
+                return cached, not fresh
 
             results, reused = _search_loop(search, space, measure, measurer, (max_evals, max_seconds), total, lookahead,
                                            progress, problem.name, start)
