@@ -15,6 +15,7 @@ def plot_tuning(results: list[Result], path: str | Path, title: str = "") -> Pat
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import ScalarFormatter
 
     times = np.array([r.time_ms for r in results], dtype=float)
     best = np.minimum.accumulate(np.where(np.isfinite(times), times, np.inf))
@@ -31,6 +32,8 @@ def plot_tuning(results: list[Result], path: str | Path, title: str = "") -> Pat
     if ok.size:
         right.plot(np.arange(1, ok.size + 1), ok, ".", ms=3, color="C1")
         right.set_yscale("log")
+        right.yaxis.set_major_formatter(ScalarFormatter())
+        right.yaxis.set_minor_formatter(ScalarFormatter())
         right.axhline(ok[0], color="C2", lw=1, ls="--", label=f"best {ok[0]:.4g} ms")
         right.legend()
     right.set_xlabel("configuration rank")
