@@ -37,6 +37,7 @@ from adaptune.adaptive.models import MODEL_KINDS, FittedModel, choose_model, fit
 from adaptune.records import DeviceInfo, Result
 
 Objective = str | Callable[[Mapping[str, float]], float]
+_array, _float = np.array, float  # module-level names: one dict look-up on the dispatch path
 
 
 @dataclass
@@ -67,6 +68,7 @@ class _Dispatch:
     params: ModelParams
     kind: str
     provenance: dict[str, Any]
+    feature_fns: tuple[Callable[..., float], ...] = ()
 
 
 @dataclass
@@ -293,21 +295,30 @@ class CodeVariant:
         return self.features.evaluate(args)
 
     def __call__(self, *args: Any) -> Any:
-        """Features -> model -> constraint check -> variant (the default before training)."""
+        """Features -> model -> constraint check -> variant (the default before training).
+
+        The hot path reads one immutable snapshot (``self._state``), so it needs no lock: a model
+        installed concurrently is seen whole or not at all. No keyword parsing, one small array.
+        """
+        state = self._state
         if not args:
             pending: PendingFeatures | None = getattr(self._local, "pending", None)
             if pending is not None:
                 self._local.pending = None
                 args = pending.args
-                state = self._state
                 if state is None:
                     return self._variants[self.default_name].fn(*args)
                 return self._run(state, state.predict(pending.result()), args)
-        state = self._state
         if state is None:
             return self._variants[self.default_name].fn(*args)
-        x = self.features.evaluate_parallel(args) if self.parallel_features else self.features.evaluate(args)
-        return self._run(state, state.predict(x), args)
+        if self.parallel_features:
+            x = self.features.evaluate_parallel(args)
+        else:
+            x = _array([f(*args) for f in state.feature_fns], _float)
+        fn, params, constraint = state.entries[state.predict(x)]
+        if constraint is not None and not constraint(*args):
+            fn, params, _ = state.entries[-1]  # the default, appended last
+        return fn(*args, **params) if params else fn(*args)
 
     @staticmethod
     def _run(state: _Dispatch, i: int, args: tuple[Any, ...]) -> Any:
@@ -366,7 +377,8 @@ class CodeVariant:
                    for lab in labels]
         default = self.default_label
         entries.append((self._variants[default.variant].fn, default.params, None))
-        return _Dispatch(compile_predictor(params), labels, tuple(entries), params, kind, provenance)
+        return _Dispatch(compile_predictor(params), labels, tuple(entries), params, kind, provenance,
+                         tuple(f.fn for f in self.features.features))
 
     # ------------------------------------------------------------------------------ training
 

@@ -160,64 +160,125 @@ def _svm(p: ModelParams) -> Predictor:
     gamma = float(p.scalars["gamma"])
     scale, offset, classes = a["scale"], a["offset"], a["classes"].tolist()
     sv = a["support_vectors"]
-    # exp(-g|s - x|^2) = exp(2g s.x - g|s|^2 - g|x|^2): one mat-vec instead of a difference matrix
+    # exp(-g|s - x|^2) = exp(2g s.x - g|s|^2 - g|x|^2): one mat-vec instead of a difference matrix;
+    # every step after the first product works in place on the call's own temporaries (thread-safe,
+    # no further allocation): 7 NumPy calls in all, the fewest that keep scikit-learn's rounding.
     sv2 = 2.0 * gamma * sv
     gss = gamma * np.einsum("ij,ij->i", sv, sv)
-    rows = a["ovo_rows"]
+    rows = np.ascontiguousarray(a["ovo_rows"])
     neg_b = (-a["intercept"]).tolist()
     pairs = [tuple(q) for q in a["pairs"].tolist()]
     k = len(classes)
-    exp, dot = np.exp, np.dot
+    exp, dot, subtract = np.exp, np.dot, np.subtract
 
     if k == 2:
         nb0, c0, c1 = neg_b[0], classes[0], classes[1]
+        row0 = rows[0].copy()
 
         def predict2(x: np.ndarray) -> int:
-            xs = x * scale + offset
-            d = dot(rows, exp(dot(sv2, xs) - (gss + gamma * dot(xs, xs))))
-            return c0 if d[0] > nb0 else c1
+            xs = x * scale
+            xs += offset
+            u = dot(sv2, xs)
+            subtract(u, gss + gamma * dot(xs, xs), out=u)
+            exp(u, out=u)
+            return c0 if dot(row0, u) > nb0 else c1
 
         return predict2
 
     def predict(x: np.ndarray) -> int:
-        xs = x * scale + offset
-        d = dot(rows, exp(dot(sv2, xs) - (gss + gamma * dot(xs, xs)))).tolist()
+        xs = x * scale
+        xs += offset
+        u = dot(sv2, xs)
+        subtract(u, gss + gamma * dot(xs, xs), out=u)
+        exp(u, out=u)
         votes = [0] * k
-        for dp, nbp, (i, j) in zip(d, neg_b, pairs, strict=True):
+        for dp, nbp, (i, j) in zip(dot(rows, u).tolist(), neg_b, pairs, strict=True):
             votes[i if dp > nbp else j] += 1
         return classes[votes.index(max(votes))]
 
     return predict
 
 
+MAX_COMPILED_DEPTH = 60
+"""Deeper trees are traversed by the array loop: Python's parser limits nested blocks (100 levels)."""
+
+
+def _tree_source(name: str, a: dict[str, np.ndarray], leaf: Callable[[int], str]) -> str:
+    """Source of ``def name(x0, x1, ...)``: every tree as nested ``if`` statements on its own
+    numeric arrays (ints and ``repr`` of floats only, never text from a file), each assigning its
+    leaf's result to ``t<i>``; returns the tuple of those results.
+
+    Why hand-written: branching on Python floats costs ~30 ns a node, while one NumPy call costs
+    ~700 ns, so a tree of depth 8 decides in well under a microsecond.
+    """
+    left, right = a["left"].tolist(), a["right"].tolist()
+    feature, threshold = a["feature"].tolist(), a["threshold"].tolist()
+    n_features = len(a["scale"])
+    lines = [f"def {name}({', '.join(f'x{i}' for i in range(n_features))}):"]
+
+    def emit(node: int, out: str, indent: int) -> None:
+        pad = "    " * indent
+        if left[node] == node:
+            lines.append(f"{pad}{out} = {leaf(node)}")
+            return
+        lines.append(f"{pad}if x{int(feature[node])} <= {float(threshold[node])!r}:")
+        emit(int(left[node]), out, indent + 1)
+        lines.append(f"{pad}else:")
+        emit(int(right[node]), out, indent + 1)
+
+    roots = a["roots"].tolist()
+    for t, root in enumerate(roots):
+        emit(int(root), f"t{t}", 1)
+    lines.append(f"    return ({', '.join(f't{t}' for t in range(len(roots)))},)")
+    return "\n".join(lines) + "\n"
+
+
+def _compile_trees(a: dict[str, np.ndarray], leaf: Callable[[int], str]) -> Callable[..., tuple[Any, ...]] | None:
+    """The trees of ``a`` as one generated Python function, or None when they are too deep."""
+    if int(a["depth"][0]) > MAX_COMPILED_DEPTH:
+        return None
+    namespace: dict[str, Any] = {}
+    code = compile(_tree_source("trees", a, leaf), "<adaptune compiled trees>", "exec")
+    exec(code, {"__builtins__": {}}, namespace)  # noqa: S102 - source generated above from numbers only
+    return namespace["trees"]
+
+
+def _array_leaves(a: dict[str, np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """Leaf of every tree by vectorised level-by-level traversal (for trees too deep to compile)."""
+    left, right, feature, threshold = a["left"], a["right"], a["feature"], a["threshold"]
+    roots, depth = a["roots"], int(a["depth"][0])
+
+    def leaves(xs: np.ndarray) -> np.ndarray:
+        node = roots
+        for _ in range(depth):
+            node = np.where(xs[feature[node]] <= threshold[node], left[node], right[node])
+        return node
+
+    return leaves
+
+
 def _forest(p: ModelParams) -> Predictor:
     a = p.arrays
     scale, offset, classes = a["scale"], a["offset"], a["classes"]
     n_trees = int(p.scalars["n_trees"])
-    if n_trees == 1:  # a single tree: branch on Python lists, cheaper than NumPy for one row
-        left, right = a["left"].tolist(), a["right"].tolist()
-        feature, threshold = a["feature"].tolist(), a["threshold"].tolist()
+    f32 = np.float32
+    if n_trees == 1:  # a single tree: leaves return the class directly
         leaf_class = classes[np.argmax(a["value"], axis=1)].tolist()
-        f32 = np.float32
+        trees = _compile_trees(a, lambda node: str(int(leaf_class[node])))
+        if trees is not None:
+            def predict_tree(x: np.ndarray) -> int:
+                return trees(*(x * scale + offset).astype(f32).tolist())[0]  # trees compare float32 inputs
 
-        def predict_tree(x: np.ndarray) -> int:
-            xs = (x * scale + offset).astype(f32).tolist()  # trees compare float32 inputs
-            node = 0
-            while left[node] != node:
-                node = left[node] if xs[feature[node]] <= threshold[node] else right[node]
-            return leaf_class[node]
+            return predict_tree
 
-        return predict_tree
-
-    left, right, feature, threshold, value = a["left"], a["right"], a["feature"], a["threshold"], a["value"]
-    roots, depth = a["roots"], int(a["depth"][0])
+    value = a["value"]
     class_list = classes.tolist()
+    compiled = _compile_trees(a, str)
+    leaves = _array_leaves(a)
 
     def predict(x: np.ndarray) -> int:
-        xs = (x * scale + offset).astype(np.float32)
-        node = roots
-        for _ in range(depth):
-            node = np.where(xs[feature[node]] <= threshold[node], left[node], right[node])
+        xs = (x * scale + offset).astype(f32)
+        node = list(compiled(*xs.tolist())) if compiled is not None else leaves(xs)
         proba = np.cumsum(value[node], axis=0)[-1] / n_trees  # sequential sum, as scikit-learn adds
         return class_list[int(np.argmax(proba))]
 
@@ -227,16 +288,16 @@ def _forest(p: ModelParams) -> Predictor:
 def _boosting(p: ModelParams) -> Predictor:
     a = p.arrays
     scale, offset, classes = a["scale"], a["offset"], a["classes"].tolist()
-    left, right, feature, threshold = a["left"], a["right"], a["feature"], a["threshold"]
-    roots, depth, per_stage = a["roots"], int(a["depth"][0]), int(a["per_stage"][0])
+    per_stage = int(a["per_stage"][0])
     step = float(p.scalars["learning_rate"]) * a["value"][:, 0]
     init = a["init"][None, :]
+    compiled = _compile_trees(a, str)
+    leaves = _array_leaves(a)
+    f32 = np.float32
 
     def predict(x: np.ndarray) -> int:
-        xs = (x * scale + offset).astype(np.float32)
-        node = roots
-        for _ in range(depth):
-            node = np.where(xs[feature[node]] <= threshold[node], left[node], right[node])
+        xs = (x * scale + offset).astype(f32)
+        node = list(compiled(*xs.tolist())) if compiled is not None else leaves(xs)
         raw = np.concatenate([init, step[node].reshape(-1, per_stage)]).cumsum(axis=0)[-1]
         if per_stage == 1:
             return classes[1] if raw[0] >= 0 else classes[0]
@@ -270,11 +331,15 @@ def _kernel_ridge(p: ModelParams) -> Predictor:
     p2 = 2.0 * gamma * points
     gpp = gamma * np.einsum("ij,ij->i", points, points)
     dual_t = np.ascontiguousarray(dual.T)
+    exp, dot, subtract = np.exp, np.dot, np.subtract
 
     def predict(x: np.ndarray) -> int:
-        xs = x * scale + offset
-        score = np.dot(dual_t, np.exp(np.dot(p2, xs) - (gpp + gamma * np.dot(xs, xs))))
-        return classes[int(np.argmax(score))]
+        xs = x * scale
+        xs += offset
+        u = dot(p2, xs)
+        subtract(u, gpp + gamma * dot(xs, xs), out=u)  # in place on this call's temporaries, as the SVM
+        exp(u, out=u)
+        return classes[int(dot(dual_t, u).argmax())]
 
     return predict
 

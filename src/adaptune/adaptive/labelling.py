@@ -177,6 +177,10 @@ class MeasureOptions:
     min_sample_ms: float = 1.0
     max_call_ms: float = math.inf  # a label whose untimed run exceeds this is recorded as a timeout
     verify: bool = True
+    tie_margin: float = 0.05
+    """Labels whose median is within this relative margin of the best get ``tie_repeats`` more rounds:
+    a coin-flip label between near-equal variants teaches every model noise."""
+    tie_repeats: int | None = None  # None: twice ``repeats``; 0 switches the extra rounds off
 
 
 def outputs_match(reference: Any, output: Any, atol: float = 1e-6, rtol: float = 1e-5) -> bool:
@@ -266,14 +270,11 @@ def measure_labels(cv: CodeVariant, args: tuple[Any, ...], labels: Sequence[Labe
         ready.append(r)
 
     timer = _time_callable()
-    for round_ in range(options.repeats):
-        shift = round_ % max(1, len(ready))
-        for r in ready[shift:] + ready[:shift]:
-            try:
-                _sample(cv, r, timer)
-            except Exception as exc:
-                results[r.label] = Result.failure(r.label.store_config, Status.LAUNCH_ERROR,
-                                                  f"{type(exc).__name__}: {exc}")
+    ready = _rounds(cv, ready, options.repeats, timer, results)
+    extra = 2 * options.repeats if options.tie_repeats is None else options.tie_repeats
+    contenders = _near_best(ready, options.tie_margin)
+    if extra > 0 and len(contenders) >= 2:
+        _rounds(cv, contenders, extra, timer, results)
         ready = [r for r in ready if r.label not in results]
     for r in ready:
         observers = {k: statistics.median(m[k] for m in r.metric_samples) for k in r.metric_samples[0]} \
@@ -282,6 +283,31 @@ def measure_labels(cv: CodeVariant, args: tuple[Any, ...], labels: Sequence[Labe
         res.observers["cost"] = cv.cost_of(res)
         results[r.label] = res
     return results
+
+
+def _rounds(cv: CodeVariant, ready: list[_Runnable], rounds: int, timer: Callable[..., list[float]] | None,
+            results: dict[Label, Result]) -> list[_Runnable]:
+    """``rounds`` interleaved samples of every label (the order rotated each round); returns the
+    labels still running (a label that raises becomes a failed result)."""
+    for round_ in range(rounds):
+        shift = round_ % max(1, len(ready))
+        for r in ready[shift:] + ready[:shift]:
+            try:
+                _sample(cv, r, timer)
+            except Exception as exc:
+                results[r.label] = Result.failure(r.label.store_config, Status.LAUNCH_ERROR,
+                                                  f"{type(exc).__name__}: {exc}")
+        ready = [r for r in ready if r.label not in results]
+    return ready
+
+
+def _near_best(ready: list[_Runnable], margin: float) -> list[_Runnable]:
+    """Labels whose median sample is within ``margin`` of the best median (the close calls)."""
+    medians = [statistics.median(r.samples) for r in ready if r.samples]
+    if len(medians) < 2:
+        return []
+    best = min(medians)
+    return [r for r in ready if r.samples and statistics.median(r.samples) <= best * (1.0 + margin)]
 
 
 def _sample(cv: CodeVariant, r: _Runnable, timer: Callable[..., list[float]] | None) -> None:
