@@ -30,7 +30,7 @@ from adaptune.adaptive import CodeVariant, cpu_device, learning_curves
 from adaptune.adaptive.dataset import LabelledSet
 from adaptune.adaptive.evaluate import score
 from adaptune.adaptive.labelling import MeasureOptions, MemoryCache, as_inputs
-from adaptune.adaptive.models import MODEL_KINDS, fit_model
+from adaptune.adaptive.models import MODEL_KINDS, fit_model, pick_kind
 
 HERE = Path(__file__).parent
 SPECS = ("sort", "spmv", "histogram")
@@ -74,11 +74,12 @@ def dispatch_overhead(cv: CodeVariant, features: np.ndarray, calls: int) -> dict
 
 
 def run_spec(name: str, scale: str, repeats: int, progress: bool,
-             kinds: tuple[str, ...] = MODEL_KINDS) -> dict[str, Any]:
+             kinds: tuple[str, ...] = MODEL_KINDS, db: str | None = None) -> dict[str, Any]:
     module = load_spec(name, scale)
     cv: CodeVariant = module.variant
-    options = MeasureOptions(repeats=repeats, warmup=1, min_sample_ms=1.0)
-    cache = MemoryCache()
+    # near-tied labels (within 5 %) get as many extra interleaved rounds again
+    options = MeasureOptions(repeats=repeats, warmup=1, min_sample_ms=1.0, tie_repeats=repeats)
+    cache = MemoryCache() if db is None else cv.open_cache(db)
     t0 = time.perf_counter()
     train = LabelledSet(cv, as_inputs(module.training_inputs()), cache, options, progress=progress,
                         description=f"{name}: train")
@@ -99,14 +100,19 @@ def run_spec(name: str, scale: str, repeats: int, progress: bool,
         models[kind] = {"mean_fraction_of_oracle": report.mean_fraction_of_oracle, "buckets": report.buckets,
                         "cv_fraction_of_oracle": fitted.cv_fraction, "hyperparameters": fitted.hyper,
                         "fit_s": fit_s}
-    auto = max(kinds, key=lambda k: models[k]["cv_fraction_of_oracle"])
+    auto = pick_kind({k: models[k]["cv_fraction_of_oracle"] for k in kinds})  # what model="auto" picks
     fitted = fit_model(auto, train.features, costs, runtime)
     cv.install_model(fitted.params, train.labels, fitted.kind, {"inputs": [x.name for x in train.inputs]})
     final = score(cv, test)
-    overhead = dispatch_overhead(cv, test.features, 20000 if scale == "full" else 2000)
-    fitted_svm = fit_model("svm", train.features, costs, runtime)
-    cv.install_model(fitted_svm.params, train.labels, "svm", {"inputs": [x.name for x in train.inputs]})
-    overhead_svm = dispatch_overhead(cv, test.features, 20000 if scale == "full" else 2000)
+    calls = 20000 if scale == "full" else 500
+    overhead = dispatch_overhead(cv, test.features, calls)
+    overhead_kinds = {}
+    for kind in kinds:  # every kind's query and dispatch cost, for the record
+        fitted_k = fit_model(kind, train.features, costs, runtime, score_repeats=0)
+        cv.install_model(fitted_k.params, train.labels, fitted_k.kind, {"inputs": [x.name for x in train.inputs]})
+        overhead_kinds[kind] = dispatch_overhead(cv, test.features, calls // 4)
+    cv.install_model(fitted.params, train.labels, fitted.kind, {"inputs": [x.name for x in train.inputs]})
+    overhead_svm = overhead_kinds.get("svm", overhead)
     # active learning replayed on the measured test pool: 60 % pool, 40 % held out
     rng = np.random.default_rng(0)
     order = rng.permutation(len(test.inputs))
@@ -114,7 +120,7 @@ def run_spec(name: str, scale: str, repeats: int, progress: bool,
     t_costs, t_runtime = test.costs()
     oracle = test.oracle()
     curves = learning_curves(test.features[pool], t_costs[pool], t_runtime[pool], test.features[held],
-                             t_runtime[held], oracle[held], max_labels=min(30 if scale == "full" else 8, len(pool)),
+                             t_runtime[held], oracle[held], max_labels=min(50 if scale == "full" else 6, len(pool)),
                              random_repeats=5 if scale == "full" else 2)
     return {
         "spec": name, "variants": cv.variant_names, "features": cv.feature_names,
@@ -125,7 +131,8 @@ def run_spec(name: str, scale: str, repeats: int, progress: bool,
         "feature_overhead": final.feature_overhead, "models": models,
         "cost_aware_vs_svm": {"svm": models["svm"]["mean_fraction_of_oracle"],
                               "cost": models["cost"]["mean_fraction_of_oracle"]},
-        "dispatch_auto_model": overhead, "dispatch_svm": overhead_svm, "learning_curves": curves,
+        "dispatch_auto_model": overhead, "dispatch_svm": overhead_svm, "dispatch_by_kind": overhead_kinds,
+        "learning_curves": curves,
         "oracle_labels": {str(lab): int(c) for lab, c in zip(
             train.labels, np.bincount(np.argmin(t_runtime, axis=1), minlength=len(train.labels)), strict=True)},
     }
@@ -199,13 +206,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--out", type=Path, default=HERE / "results")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--db", type=Path, default=None,
+                    help="SQLite results store: labels measured once survive a re-run (default: in memory)")
     args = ap.parse_args(argv)
     scale = "fast" if args.fast else "full"
     repeats = args.repeats or (3 if args.fast else 7)
     kinds = MODEL_KINDS if scale == "full" else ("svm", "tree", "cost")
+    db = None if args.db is None else str(args.db.resolve())
     results = []
     for name in args.specs:
-        results.append(run_spec(name, scale, repeats, not args.no_progress, kinds))
+        results.append(run_spec(name, scale, repeats, not args.no_progress, kinds, db))
         write(results, scale, repeats, kinds, args.out)
     print(markdown(write(results, scale, repeats, kinds, args.out)))
     return 0

@@ -283,3 +283,17 @@ def test_bad_input_gives_one_clear_error():
     empty.variant(linear)
     with pytest.raises(ValueError, match="no features"):
         empty.train(TRAIN, progress=False)
+
+
+def test_near_tied_labels_get_extra_interleaved_rounds_and_clear_winners_do_not():
+    from adaptune.adaptive.labelling import MeasureOptions, measure_labels
+
+    work = {"a": 10.0, "b": 10.2, "c": 20.0}  # a and b within 5 %, c far behind
+    cv = CodeVariant("tie", objective="work", metrics=lambda run: {"work": run()}, verify=False)
+    for name in work:
+        cv.variant(lambda name=name: work[name], name=name, default=name == "a")
+    results = measure_labels(cv, (), cv.plain_labels(), MeasureOptions(repeats=2, tie_repeats=3))
+    counts = {lab.variant: len(res.samples) for lab, res in results.items()}
+    assert counts == {"a": 5, "b": 5, "c": 2}
+    off = measure_labels(cv, (), cv.plain_labels(), MeasureOptions(repeats=2, tie_repeats=0))
+    assert {len(res.samples) for res in off.values()} == {2}

@@ -76,4 +76,6 @@ def test_cpu_benchmark_fast_mode_runs_end_to_end(tmp_path):
         assert len(r["fixed_variants"]) >= 3
         assert r["dispatch_svm"]["model_query_p50_us"] > 0
         assert set(r["learning_curves"]) == {"bvsb", "random"}
+        assert r["train_inputs"] <= 0.25 * r["test_inputs"]  # the rule, fast mode included
+        assert set(r["dispatch_by_kind"]) == set(doc["models"])
     assert (tmp_path / "adaptive_cpu_fast.png").stat().st_size > 0

@@ -63,3 +63,42 @@ def test_rows_where_everything_failed_are_dropped_and_all_failed_is_an_error():
     assert fit_model("tree", x, costs).params.kind == "forest"
     with pytest.raises(ValueError, match="every variant failed"):
         fit_model("svm", x, np.full((6, 2), np.inf))
+
+
+@pytest.mark.parametrize("name", ["tree", "forest", "boosting"])
+def test_trees_too_deep_to_compile_use_the_array_traversal_with_the_same_labels(name, monkeypatch):
+    import adaptune.adaptive.compiled as compiled
+
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(80, 3))
+    y = rng.integers(0, 3, 80)
+    scaler = MinMaxScaler((-1, 1)).fit(x)
+    est = ESTIMATORS[name]().fit(scaler.transform(x), y)
+    params = export_model(est, scaler.scale_, scaler.min_, np.arange(3))
+    queries = rng.normal(size=(200, 3)) * 2
+    fast = predict_many(compile_predictor(params), queries)
+    monkeypatch.setattr(compiled, "MAX_COMPILED_DEPTH", -1)  # force the fallback for any depth
+    slow = predict_many(compile_predictor(params), queries)
+    assert np.array_equal(fast, slow)
+    assert np.array_equal(slow, est.predict(scaler.transform(queries)))
+
+
+def test_generated_tree_source_holds_only_numbers_and_feature_names():
+    from adaptune.adaptive.compiled import _tree_source
+
+    x = np.random.default_rng(3).normal(size=(40, 2))
+    est = DecisionTreeClassifier(random_state=0).fit(x, (x[:, 0] > x[:, 1]).astype(int))
+    params = export_model(est, np.ones(2), np.zeros(2), np.arange(2))
+    source = _tree_source("trees", params.arrays, str)
+    words = {w for w in __import__("re").findall(r"[A-Za-z_]\w*", source)}
+    assert words <= {"def", "trees", "if", "else", "return", "x0", "x1", "t0", "e", "inf"}
+
+
+def test_auto_prefers_the_cost_aware_model_when_tied_and_the_best_otherwise():
+    from adaptune.adaptive.models import pick_kind
+
+    assert pick_kind({"svm": 0.951, "cost": 0.948, "tree": 0.90}) == "cost"
+    assert pick_kind({"svm": 0.97, "cost": 0.948, "tree": 0.969}) == "tree"  # tree and svm tie; tree is faster
+    assert pick_kind({"svm": 0.99, "cost": 0.948, "boosting": 0.95}) == "svm"
+    with pytest.raises(ValueError, match="no model kinds"):
+        pick_kind({})

@@ -63,6 +63,13 @@ def log_keys_per_bin(keys: np.ndarray, bins: int) -> float:
 
 
 @variant.feature
+def log_range_per_bin(keys: np.ndarray, bins: int) -> float:
+    """Sampled key range over the bin count: small when keys cluster in a few bins."""
+    s = keys[:: max(1, keys.size // 1024)]
+    return float(np.log10((int(s.max()) - int(s.min()) + 1) / bins)) if s.size else 0.0
+
+
+@variant.feature
 def sampled_sortedness(keys: np.ndarray, bins: int) -> float:
     s = keys[:: max(1, keys.size // 1024)]
     return float(np.count_nonzero(s[1:] >= s[:-1])) / max(1, s.size - 1)
@@ -71,12 +78,19 @@ def sampled_sortedness(keys: np.ndarray, bins: int) -> float:
 DISTRIBUTIONS = ("uniform", "skewed", "sorted", "clustered")
 
 
-def make_histogram_input(seed: int) -> tuple[str, object]:
+def make_histogram_input(seed: int, stratum: int | None = None) -> tuple[str, object]:
+    """Random keys and bin count; with ``stratum`` (training) the distribution cycles and size and
+    bin count follow low-discrepancy sequences, so few inputs still cover the space."""
     rng = np.random.default_rng(seed)
     lo, hi = (3, 4.5) if SCALE == "fast" else (3, 7)
-    n = int(10 ** rng.uniform(lo, hi))
-    bins = int(2 ** rng.integers(2, 23))
-    dist = DISTRIBUTIONS[int(rng.integers(len(DISTRIBUTIONS)))]
+    if stratum is None:
+        n = int(10 ** rng.uniform(lo, hi))
+        bins = int(2 ** rng.integers(2, 23))
+        dist = DISTRIBUTIONS[int(rng.integers(len(DISTRIBUTIONS)))]
+    else:
+        n = int(10 ** (lo + (hi - lo) * ((0.5 + stratum * 0.6180339887) % 1.0)))
+        bins = int(2 ** (2 + int(21 * ((0.5 + stratum * 0.7548776662) % 1.0))))
+        dist = DISTRIBUTIONS[stratum % len(DISTRIBUTIONS)]
     name = f"{dist}-{n}-b{bins}-s{seed}"
 
     def make() -> tuple[np.ndarray, int]:
@@ -94,9 +108,12 @@ def make_histogram_input(seed: int) -> tuple[str, object]:
     return name, make
 
 
+N_TRAIN, N_TEST = (50, 200) if SCALE == "full" else (5, 20)  # training set: 25 % of the test set
+
+
 def training_inputs() -> list:
-    return [make_histogram_input(seed) for seed in range(24 if SCALE == "full" else 6)]
+    return [make_histogram_input(seed, stratum=seed) for seed in range(N_TRAIN)]
 
 
 def test_inputs() -> list:
-    return [make_histogram_input(seed) for seed in range(3000, 3100 if SCALE == "full" else 3012)]
+    return [make_histogram_input(seed) for seed in range(3000, 3000 + N_TEST)]

@@ -69,6 +69,14 @@ def descending(keys: np.ndarray) -> float:
 
 
 @variant.feature
+def distinct_fraction(keys: np.ndarray) -> float:
+    """Distinct keys in the sample per sampled key: near 0 for few-unique keys (quicksort's 3-way
+    partitions and counting sort shine), near 1 otherwise."""
+    s = _sample(keys)
+    return float(np.unique(s).size) / max(1, s.size)
+
+
+@variant.feature
 def log_range_per_key(keys: np.ndarray) -> float:
     """log2 of the sampled key range per key: small when counting sort's array fits."""
     s = _sample(keys).astype(np.float64)
@@ -79,12 +87,19 @@ DISTRIBUTIONS = ("uniform", "sorted", "reversed", "almost_sorted", "few_unique",
 DTYPES = ("int32", "int64", "float32", "float64")
 
 
-def make_keys(seed: int) -> tuple[str, object]:
+def make_keys(seed: int, stratum: int | None = None) -> tuple[str, object]:
+    """Random keys; with ``stratum`` (training) the distribution and type cycle through every
+    combination and the size follows a low-discrepancy sequence, so few inputs still cover the space."""
     rng = np.random.default_rng(seed)
     lo, hi = (3, 4.5) if SCALE == "fast" else (3, 7)
-    n = int(10 ** rng.uniform(lo, hi))
-    dist = DISTRIBUTIONS[int(rng.integers(len(DISTRIBUTIONS)))]
-    dtype = DTYPES[int(rng.integers(len(DTYPES)))]
+    if stratum is None:
+        n = int(10 ** rng.uniform(lo, hi))
+        dist = DISTRIBUTIONS[int(rng.integers(len(DISTRIBUTIONS)))]
+        dtype = DTYPES[int(rng.integers(len(DTYPES)))]
+    else:
+        n = int(10 ** (lo + (hi - lo) * ((0.5 + stratum * 0.6180339887) % 1.0)))
+        dist = DISTRIBUTIONS[stratum % len(DISTRIBUTIONS)]
+        dtype = DTYPES[(stratum // len(DISTRIBUTIONS) + stratum) % len(DTYPES)]
     name = f"{dist}-{dtype}-{n}-s{seed}"
 
     def make() -> tuple[np.ndarray]:
@@ -108,9 +123,12 @@ def make_keys(seed: int) -> tuple[str, object]:
     return name, make
 
 
+N_TRAIN, N_TEST = (50, 200) if SCALE == "full" else (5, 20)  # training set: 25 % of the test set
+
+
 def training_inputs() -> list:
-    return [make_keys(seed) for seed in range(24 if SCALE == "full" else 6)]
+    return [make_keys(seed, stratum=seed) for seed in range(N_TRAIN)]
 
 
 def test_inputs() -> list:
-    return [make_keys(seed) for seed in range(1000, 1100 if SCALE == "full" else 1012)]
+    return [make_keys(seed) for seed in range(1000, 1000 + N_TEST)]

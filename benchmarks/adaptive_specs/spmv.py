@@ -161,12 +161,19 @@ def _random_sparse(g: np.random.Generator, n: int, nnz: int) -> sp.csr_matrix:
 STRUCTURES = ("banded", "stencil2d", "stencil3d", "power_law", "block", "random")
 
 
-def make_matrix(seed: int) -> tuple[str, object]:
+def make_matrix(seed: int, stratum: int | None = None) -> tuple[str, object]:
+    """A random matrix; with ``stratum`` (training) the structure cycles and size and structure
+    parameter follow low-discrepancy sequences, so few inputs still cover the space."""
     rng = np.random.default_rng(seed)
     lo, hi = (3, 4) if SCALE == "fast" else (3, 6)
-    n = int(10 ** rng.uniform(lo, hi))
-    kind = STRUCTURES[int(rng.integers(len(STRUCTURES)))]
-    param = int(rng.integers(1, 40))
+    if stratum is None:
+        n = int(10 ** rng.uniform(lo, hi))
+        kind = STRUCTURES[int(rng.integers(len(STRUCTURES)))]
+        param = int(rng.integers(1, 40))
+    else:
+        n = int(10 ** (lo + (hi - lo) * ((0.5 + stratum * 0.6180339887) % 1.0)))
+        kind = STRUCTURES[stratum % len(STRUCTURES)]
+        param = 1 + int(39 * ((0.5 + stratum * 0.7548776662) % 1.0))
     name = f"{kind}-{n}-p{param}-s{seed}"
 
     def make() -> tuple[Matrix]:
@@ -199,9 +206,12 @@ def make_matrix(seed: int) -> tuple[str, object]:
     return name, make
 
 
+N_TRAIN, N_TEST = (50, 200) if SCALE == "full" else (5, 20)  # training set: 25 % of the test set
+
+
 def training_inputs() -> list:
-    return [make_matrix(seed) for seed in range(24 if SCALE == "full" else 6)]
+    return [make_matrix(seed, stratum=seed) for seed in range(N_TRAIN)]
 
 
 def test_inputs() -> list:
-    return [make_matrix(seed) for seed in range(2000, 2100 if SCALE == "full" else 2012)]
+    return [make_matrix(seed) for seed in range(2000, 2000 + N_TEST)]

@@ -76,7 +76,7 @@ def run_loop(features: np.ndarray, label_rows: Callable[[list[int]], tuple[np.nd
     curve: list[dict[str, Any]] = []
     while True:
         costs, runtime = label_rows(labelled)
-        model = fit_model(kind, features[labelled], costs, runtime, seed=seed, coarse=True)
+        model = fit_model(kind, features[labelled], costs, runtime, seed=seed, coarse=True, score_repeats=0)
         point: dict[str, Any] = {"labels": len(labelled), "cv_fraction_of_oracle": model.cv_fraction}
         if score is not None:
             point["fraction_of_oracle"] = score(model)

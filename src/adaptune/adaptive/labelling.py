@@ -272,14 +272,12 @@ def measure_labels(cv: CodeVariant, args: tuple[Any, ...], labels: Sequence[Labe
     timer = _time_callable()
     ready = _rounds(cv, ready, options.repeats, timer, results)
     extra = 2 * options.repeats if options.tie_repeats is None else options.tie_repeats
-    contenders = _near_best(ready, options.tie_margin)
+    contenders = _near_best(cv, ready, options.tie_margin)
     if extra > 0 and len(contenders) >= 2:
         _rounds(cv, contenders, extra, timer, results)
         ready = [r for r in ready if r.label not in results]
     for r in ready:
-        observers = {k: statistics.median(m[k] for m in r.metric_samples) for k in r.metric_samples[0]} \
-            if r.metric_samples else {}
-        res = Result.from_samples(r.label.store_config, r.samples, observers=observers)
+        res = _median_result(cv, r)
         res.observers["cost"] = cv.cost_of(res)
         results[r.label] = res
     return results
@@ -301,13 +299,27 @@ def _rounds(cv: CodeVariant, ready: list[_Runnable], rounds: int, timer: Callabl
     return ready
 
 
-def _near_best(ready: list[_Runnable], margin: float) -> list[_Runnable]:
-    """Labels whose median sample is within ``margin`` of the best median (the close calls)."""
-    medians = [statistics.median(r.samples) for r in ready if r.samples]
-    if len(medians) < 2:
+def _near_best(cv: CodeVariant, ready: list[_Runnable], margin: float) -> list[_Runnable]:
+    """Labels whose median objective is within ``margin`` of the best one (the close calls)."""
+    costs = [(_median_cost(cv, r), r) for r in ready if r.samples]
+    finite = [(c, r) for c, r in costs if math.isfinite(c)]
+    if len(finite) < 2:
         return []
-    best = min(medians)
-    return [r for r in ready if r.samples and statistics.median(r.samples) <= best * (1.0 + margin)]
+    best = min(c for c, _ in finite)
+    return [r for c, r in finite if c <= best + abs(best) * margin]
+
+
+def _median_result(cv: CodeVariant, r: _Runnable) -> Result:
+    observers = {k: statistics.median(m[k] for m in r.metric_samples) for k in r.metric_samples[0]} \
+        if r.metric_samples else {}
+    return Result.from_samples(r.label.store_config, r.samples, observers=observers)
+
+
+def _median_cost(cv: CodeVariant, r: _Runnable) -> float:
+    try:
+        return cv.cost_of(_median_result(cv, r))
+    except (KeyError, TypeError, ValueError):  # an objective the samples so far cannot give
+        return math.inf
 
 
 def _sample(cv: CodeVariant, r: _Runnable, timer: Callable[..., list[float]] | None) -> None:
