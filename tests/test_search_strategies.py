@@ -15,9 +15,10 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 ALL = sorted(STRATEGIES)
 
 
-def mostly_failing_replay() -> Replay:
+def mostly_failing_replay(small: bool = False) -> Replay:
     """A constrained space where ~80 % of the valid configurations fail (inf), with a smooth objective."""
-    space = Space({"bx": [1, 2, 4, 8, 16, 32, 64], "by": [1, 2, 4, 8, 16], "t": [1, 2, 3, 4], "mode": ["a", "b", "c"]},
+    bx, by = ([1, 2, 4, 8, 16], [1, 2, 4]) if small else ([1, 2, 4, 8, 16, 32, 64], [1, 2, 4, 8, 16])
+    space = Space({"bx": bx, "by": by, "t": [1, 2, 3, 4], "mode": ["a", "b", "c"]},
                   constraints=["bx * by <= 256"])
     values = np.empty(len(space))
     for i, c in enumerate(space.configs()):
@@ -33,23 +34,30 @@ def failing() -> Replay:
 
 
 @pytest.fixture(scope="module")
+def failing_small() -> Replay:
+    return mostly_failing_replay(small=True)
+
+
+@pytest.fixture(scope="module")
 def kt_small() -> Replay:
     return Replay.from_file(DATA / "kernel_tuner_tests" / "test_cache_file.json")
 
 
-def test_mostly_failing_fixture_is_mostly_failing(failing: Replay) -> None:
+def test_mostly_failing_fixture_is_mostly_failing(failing: Replay, failing_small: Replay) -> None:
     assert np.mean(~np.isfinite(failing.values)) > 0.75
+    assert np.mean(~np.isfinite(failing_small.values)) > 0.7
 
 
 @pytest.mark.parametrize("name", ALL)
-def test_proposes_only_valid_distinct_configurations_until_exhausted(name: str, failing: Replay) -> None:
-    space = failing.space
-    tr = failing.run(name, Budget(), seed=3)
+def test_proposes_only_valid_distinct_configurations_until_exhausted(name: str, failing_small: Replay) -> None:
+    space = failing_small.space
+    tr = failing_small.run(name, Budget(), seed=3)
     assert len(tr) == len(space)  # the whole space, once each, failures and all
     assert len(set(tr.indices.tolist())) == len(space)
-    for i in tr.indices[:50]:
+    for i in tr.indices:
         assert space.is_valid(space.config(int(i)))
-    assert tr.best == failing.optimum
+    assert tr.best == failing_small.optimum
+    assert make_strategy(name, space, seed=3).ask() is not None  # a fresh strategy starts again
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -100,9 +108,11 @@ def test_bad_input_gets_one_clear_error(failing: Replay) -> None:
 
 def test_model_based_strategies_beat_random_on_a_smooth_space() -> None:
     """A real signal, not a formality: on a smooth 2-D bowl the surrogates find the optimum fast."""
-    space = Space({"x": list(range(40)), "y": list(range(40))})
-    values = np.array([1.0 + (c["x"] - 27) ** 2 + 0.5 * (c["y"] - 9) ** 2 for c in space.configs()])
+    space = Space({"x": list(range(30)), "y": list(range(30))})
+    values = np.array([1.0 + (c["x"] - 21) ** 2 + 0.5 * (c["y"] - 7) ** 2 for c in space.configs()])
     rp = Replay(space, values, name="bowl")
+    random_mean = np.mean([rp.run("random", Budget(max_evals=50), seed=s).best for s in range(20)])
+    assert random_mean > 3.0
     for name in ("bayes", "forest", "auto", "greedy_ils"):
-        found = [rp.run(name, Budget(max_evals=60), seed=s).best for s in range(3)]
-        assert np.mean(found) < 3.0, (name, found)  # random search: about 16 on expectation
+        found = [rp.run(name, Budget(max_evals=50), seed=s).best for s in range(2)]
+        assert np.mean(found) < 2.0, (name, found, random_mean)
