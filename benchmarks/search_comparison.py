@@ -78,7 +78,7 @@ def main() -> int:
                     max_evals=args.other_evals, jobs=args.jobs)
     cost = ask_cost()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+                            text=True).stdout.strip() or os.environ.get("ADAPTUNE_COMMIT", "unknown")
     meta = {"command": "python " + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "commit": commit,
             "date": datetime.date.today().isoformat(), "host": f"{platform.processor() or platform.machine()}, "
             f"{platform.system()}, {os.cpu_count()} CPUs (replay: no GPU needed)",
