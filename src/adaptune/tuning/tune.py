@@ -15,7 +15,7 @@ from typing import Any
 
 from adaptune.measure import Measurer, MeasureSettings
 from adaptune.records import DeviceInfo, Result
-from adaptune.report.progress import BestSoFarProgress
+from adaptune.progress import BestSoFarProgress
 from adaptune.search import make_strategy
 from adaptune.store import Store
 from adaptune.tuning.problem import Problem

@@ -1,4 +1,8 @@
-"""A rich progress bar that shows the best configuration found so far while work goes on."""
+"""A rich progress bar that shows the best result so far while long work goes on.
+
+It sits at the bottom of the package so that every layer that runs long work (tuning, labelling,
+comparisons) shows progress the same way.
+"""
 
 from __future__ import annotations
 
@@ -31,8 +35,10 @@ class BestSoFarProgress(AbstractContextManager):
     def __exit__(self, *exc: Any) -> None:
         self._progress.stop()
 
-    def advance(self, value: float) -> None:
+    def advance(self, value: float = math.inf, best_text: str | None = None) -> None:
+        """One step done; ``value`` (lower is better) updates the best, or ``best_text`` replaces it."""
         if value < self.best:
             self.best = value
-        best = f"{self.best:.4g} {self.unit}" if math.isfinite(self.best) else "-"
-        self._progress.update(self._task, advance=1, best=best)
+        if best_text is None:
+            best_text = f"{self.best:.4g} {self.unit}" if math.isfinite(self.best) else "-"
+        self._progress.update(self._task, advance=1, best=best_text)
