@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adaptune.measure import Measurer, MeasureSettings
-from adaptune.records import DeviceInfo, Result
 from adaptune.progress import BestSoFarProgress
+from adaptune.records import DeviceInfo, Result
 from adaptune.search import make_strategy
 from adaptune.store import Store
 from adaptune.tuning.problem import Problem
