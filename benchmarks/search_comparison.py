@@ -74,26 +74,36 @@ def main() -> int:
     ours, kt = args.strategies.split(","), [s for s in args.kernel_tuner.split(",") if s]
     cmp = compare(convolution_spaces(), ours, kt, repeats=args.repeats, kt_repeats=args.kt_repeats,
                   max_evals=args.max_evals, jobs=args.jobs)
+    out = Path(args.out)
+    write(out, args, t0, cmp, None, None)  # the main result on disk before the second group runs
     other = compare(other_spaces(), ours, kt, repeats=args.repeats, kt_repeats=args.kt_repeats,
                     max_evals=args.other_evals, jobs=args.jobs)
-    cost = ask_cost()
+    write(out, args, t0, cmp, other, None)
+    write(out, args, t0, cmp, other, ask_cost())
+    print(out.with_suffix(".md").read_text())
+    return 0
+
+
+def write(out: Path, args: argparse.Namespace, t0: float, cmp, other, cost: dict | None) -> None:  # type: ignore[no-untyped-def]
+    """JSON, markdown and plots of what has been measured so far."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip() or os.environ.get("ADAPTUNE_COMMIT", "unknown")
     meta = {"command": "python " + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "commit": commit,
             "date": datetime.date.today().isoformat(), "host": f"{platform.processor() or platform.machine()}, "
             f"{platform.system()}, {os.cpu_count()} CPUs (replay: no GPU needed)",
             "seconds": round(time.time() - t0, 1), "auto_ask_cost": cost}
-    out = Path(args.out)
-    data = {**meta, "convolution": cmp.to_json(), "other_kernels": other.to_json()}
+    data = {**meta, "convolution": cmp.to_json(), "other_kernels": other.to_json() if other else None}
     out.with_suffix(".json").write_text(json.dumps(data, indent=1))
     plot_comparison(cmp, out.with_suffix(".png"))
-    plot_comparison(other, out.with_name(out.name + "_other.png"))
-    text = markdown(cmp, meta, "six convolution GPUs") + "\n" + markdown(other, meta, "other kernels", header=False)
-    text += (f"\n`auto` ask+tell on a space of {cost['configurations']} valid configurations: "
-             f"{cost['ms_per_ask_tell']} ms (mean over {cost['seeds']} runs of {cost['evaluations']} evaluations)\n")
+    text = markdown(cmp, meta, "six convolution GPUs")
+    if other is not None:
+        plot_comparison(other, out.with_name(out.name + "_other.png"))
+        text += "\n" + markdown(other, meta, "other kernels", header=False)
+    if cost is not None:
+        text += (f"\n`auto` ask+tell on a space of {cost['configurations']} valid configurations: "
+                 f"{cost['ms_per_ask_tell']} ms (mean over {cost['seeds']} runs of {cost['evaluations']} "
+                 "evaluations)\n")
     out.with_suffix(".md").write_text(text)
-    print(out.with_suffix(".md").read_text())
-    return 0
 
 
 def markdown(cmp, meta: dict, title: str, header: bool = True) -> str:  # type: ignore[no-untyped-def]
