@@ -20,7 +20,7 @@ ESTIMATORS = {
 }
 
 
-@pytest.mark.parametrize("n_classes", [2, 3, 5])
+@pytest.mark.parametrize("n_classes", [2, 3, 5, 6])
 @pytest.mark.parametrize("name", list(ESTIMATORS))
 def test_compiled_matches_sklearn_on_random_data(name, n_classes):
     rng = np.random.default_rng(n_classes)

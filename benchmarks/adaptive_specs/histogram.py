@@ -8,6 +8,7 @@ Features: n, bins, n/bins and a sampled sortedness, as Nitro's histogram (N, N/#
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -79,8 +80,8 @@ DISTRIBUTIONS = ("uniform", "skewed", "sorted", "clustered")
 
 
 def make_histogram_input(seed: int, stratum: int | None = None) -> tuple[str, object]:
-    """Random keys and bin count; with ``stratum`` (training) the distribution cycles and size and
-    bin count follow low-discrepancy sequences, so few inputs still cover the space."""
+    """Random keys and bin count; with ``stratum`` (training) it is row ``stratum`` of a Latin
+    hypercube design over the same ranges (see :func:`_design`)."""
     rng = np.random.default_rng(seed)
     lo, hi = (3, 4.5) if SCALE == "fast" else (3, 7)
     if stratum is None:
@@ -88,9 +89,10 @@ def make_histogram_input(seed: int, stratum: int | None = None) -> tuple[str, ob
         bins = int(2 ** rng.integers(2, 23))
         dist = DISTRIBUTIONS[int(rng.integers(len(DISTRIBUTIONS)))]
     else:
-        n = int(10 ** (lo + (hi - lo) * ((0.5 + stratum * 0.6180339887) % 1.0)))
-        bins = int(2 ** (2 + int(21 * ((0.5 + stratum * 0.7548776662) % 1.0))))
-        dist = DISTRIBUTIONS[stratum % len(DISTRIBUTIONS)]
+        p = _design()[stratum]
+        n = int(10 ** (lo + (hi - lo) * p[0]))
+        bins = int(2 ** (2 + int(21 * p[1])))
+        dist = DISTRIBUTIONS[int(p[2] * len(DISTRIBUTIONS))]
     name = f"{dist}-{n}-b{bins}-s{seed}"
 
     def make() -> tuple[np.ndarray, int]:
@@ -109,6 +111,15 @@ def make_histogram_input(seed: int, stratum: int | None = None) -> tuple[str, ob
 
 
 N_TRAIN, N_TEST = (50, 200) if SCALE == "full" else (5, 20)  # training set: 25 % of the test set
+
+
+@functools.cache
+def _design() -> np.ndarray:
+    """Training inputs as a Latin hypercube (one stratum per input in every dimension, dimensions
+    uncorrelated), so that few inputs still cover every combination's neighbourhood."""
+    from scipy.stats import qmc
+
+    return qmc.LatinHypercube(d=3, seed=2026).random(N_TRAIN)
 
 
 def training_inputs() -> list:

@@ -9,6 +9,7 @@ pointer array and a sample of 256 rows, never a pass over all nonzeros.
 
 from __future__ import annotations
 
+import functools
 import os
 from functools import cached_property
 
@@ -162,8 +163,8 @@ STRUCTURES = ("banded", "stencil2d", "stencil3d", "power_law", "block", "random"
 
 
 def make_matrix(seed: int, stratum: int | None = None) -> tuple[str, object]:
-    """A random matrix; with ``stratum`` (training) the structure cycles and size and structure
-    parameter follow low-discrepancy sequences, so few inputs still cover the space."""
+    """A random matrix; with ``stratum`` (training) it is row ``stratum`` of a Latin
+    hypercube design over the same ranges (see :func:`_design`)."""
     rng = np.random.default_rng(seed)
     lo, hi = (3, 4) if SCALE == "fast" else (3, 6)
     if stratum is None:
@@ -171,9 +172,10 @@ def make_matrix(seed: int, stratum: int | None = None) -> tuple[str, object]:
         kind = STRUCTURES[int(rng.integers(len(STRUCTURES)))]
         param = int(rng.integers(1, 40))
     else:
-        n = int(10 ** (lo + (hi - lo) * ((0.5 + stratum * 0.6180339887) % 1.0)))
-        kind = STRUCTURES[stratum % len(STRUCTURES)]
-        param = 1 + int(39 * ((0.5 + stratum * 0.7548776662) % 1.0))
+        p = _design()[stratum]
+        n = int(10 ** (lo + (hi - lo) * p[0]))
+        kind = STRUCTURES[int(p[1] * len(STRUCTURES))]
+        param = 1 + int(39 * p[2])
     name = f"{kind}-{n}-p{param}-s{seed}"
 
     def make() -> tuple[Matrix]:
@@ -207,6 +209,15 @@ def make_matrix(seed: int, stratum: int | None = None) -> tuple[str, object]:
 
 
 N_TRAIN, N_TEST = (50, 200) if SCALE == "full" else (5, 20)  # training set: 25 % of the test set
+
+
+@functools.cache
+def _design() -> np.ndarray:
+    """Training inputs as a Latin hypercube (one stratum per input in every dimension, dimensions
+    uncorrelated), so that few inputs still cover every combination's neighbourhood."""
+    from scipy.stats import qmc
+
+    return qmc.LatinHypercube(d=3, seed=2026).random(N_TRAIN)
 
 
 def training_inputs() -> list:
