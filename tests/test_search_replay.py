@@ -61,3 +61,23 @@ def test_a_record_without_any_success_is_refused() -> None:
 
     with pytest.raises(ValueError, match="no configuration"):
         Replay(Space({"a": [1, 2]}), np.array([math.inf, math.inf]))
+
+
+def test_replay_reads_an_adaptune_database(tmp_path: Path) -> None:
+    """A real SQLite store written through the store layer replays like the cache it was filled from."""
+    from adaptune.records import DeviceInfo
+    from adaptune.store import Store, load_kt_cache
+
+    cache = DATA / "kernel_tuner_tests" / "test_cache_file.json"
+    recorded = load_kt_cache(cache)
+    db = tmp_path / "rec.db"
+    with Store(db) as store:
+        dev = store.device(DeviceInfo(recorded.device_name, "opencl:test"))
+        prob = store.problem("cached", "h", {"params": recorded.params})
+        inp = store.input(prob, "default", {"problem_size": recorded.problem_size})
+        for r in recorded.results:
+            store.put(dev, prob, inp, r)
+    from_db, from_cache = Replay.from_file(db), Replay.from_file(cache)
+    assert len(from_db.space) == len(from_cache.space) == 15
+    np.testing.assert_array_equal(from_db.values, from_cache.values)
+    assert from_db.run("auto", Budget(max_evals=15), seed=0).best == from_cache.optimum
