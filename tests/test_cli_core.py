@@ -75,3 +75,11 @@ def test_errors_are_one_clear_line(tmp_path):
     spec.write_text("nothing")
     out = adaptune("tune", str(spec), check=False)
     assert out.returncode == 2 and "T1 .json file or a .py file" in out.stderr
+
+
+def test_cli_strategy_help_names_every_registered_strategy():
+    """The CLI lists strategy names without importing the search layer; the list must not drift."""
+    from adaptune.cli.search import STRATEGY_NAMES
+    from adaptune.search import STRATEGIES
+
+    assert sorted(STRATEGY_NAMES) == sorted(STRATEGIES)
