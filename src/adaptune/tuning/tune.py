@@ -108,26 +108,10 @@ def tune(
             ids = (store.device(info),
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
             ids = (*ids, store.input(ids[1], problem.input_name, problem.features or None))
-            stored = {space.key(r.config): r for r in store.results(problem_id=ids[1], device_id=ids[0],
-                                                                     input_id=ids[2])}
-
-            best = [math.inf]  # the incumbent, for racing
-
-            def measure(config: dict[str, Any]) -> tuple[Result, bool]:
-                cached = stored.get(space.key(config))
-                if cached is None:
-                    cached = measurer.measure(config, best_ms=best[0])
-                    store.put(*ids, cached)
-                    stored[space.key(config)] = cached
-                    fresh = True
-                else:
-                    fresh = False
-                best[0] = min(best[0], cached.time_ms)
-                return cached, not fresh
-
-            results, reused = _search_loop(search, space, measure, measurer, (max_evals, max_seconds), total, lookahead,
+            session = _Session(space, measurer, store, ids)
+            results, reused = _search_loop(search, session, (max_evals, max_seconds), total, lookahead,
                                            progress, problem.name, start)
-            default_result = _default_result(space, results, measure)
+            default_result = _default_result(space, results, session)
     finally:
         store.close()
 
@@ -143,9 +127,37 @@ def tune(
     )
 
 
-def _search_loop(search, space, measure, measurer, budget: tuple[int | None, float | None], total: int, lookahead: int,
-                 progress: bool, name: str, start: float) -> tuple[list[Result], int]:
+class _Session:
+    """One tuning run's link to the worker and the store: stored results are reused, never re-measured."""
+
+    def __init__(self, space, measurer: Measurer, store: Store, ids: tuple[int, int, int]) -> None:
+        self.space, self.measurer, self.store, self.ids = space, measurer, store, ids
+        device_id, problem_id, input_id = ids
+        self.stored = {space.key(r.config): r
+                       for r in store.results(problem_id=problem_id, device_id=device_id, input_id=input_id)}
+        self.best_ms = math.inf  # the incumbent, for racing
+
+    def prefetch(self, indices: list[int]) -> None:
+        configs = [self.space.config(i) for i in indices]
+        self.measurer.prefetch([c for c in configs if self.space.key(c) not in self.stored])
+
+    def measure(self, config: dict[str, Any]) -> tuple[Result, bool]:
+        """The configuration's result, and whether it came from the store."""
+        key = self.space.key(config)
+        result = self.stored.get(key)
+        reused = result is not None
+        if result is None:
+            result = self.measurer.measure(config, best_ms=self.best_ms)
+            self.store.put(*self.ids, result)
+            self.stored[key] = result
+        self.best_ms = min(self.best_ms, result.time_ms)
+        return result, reused
+
+
+def _search_loop(search, session: _Session, budget: tuple[int | None, float | None], total: int,
+                 lookahead: int, progress: bool, name: str, start: float) -> tuple[list[Result], int]:
     """Ask ahead (to compile ahead), measure in order, tell the strategy; stop at the budget."""
+    max_evals, max_seconds = budget
     pending: deque[int] = deque()
     results: list[Result] = []
     reused = 0
@@ -161,23 +173,22 @@ def _search_loop(search, space, measure, measurer, budget: tuple[int | None, flo
                 pending.append(index)
                 fresh.append(index)
             if fresh:
-                measurer.prefetch([space.config(i) for i in fresh])
+                session.prefetch(fresh)
             if not pending:
                 break
             index = pending.popleft()
-            result, was_stored = measure(space.config(index))
+            result, was_stored = session.measure(session.space.config(index))
             reused += was_stored
             search.tell(index, result.time_ms)
             results.append(result)
             bar.advance(result.time_ms)
-            max_evals, max_seconds = budget
             if (max_evals and len(results) >= max_evals) or (
                     max_seconds and time.perf_counter() - start >= max_seconds):
                 break
     return results, reused
 
 
-def _default_result(space, results: list[Result], measure) -> Result | None:
+def _default_result(space, results: list[Result], session: _Session) -> Result | None:
     """The default configuration's result: from the run if it was visited, else measured once more."""
     index = space.default_index()
     if index is None:
@@ -187,4 +198,4 @@ def _default_result(space, results: list[Result], measure) -> Result | None:
     for r in results:
         if space.key(r.config) == key:
             return r
-    return measure(config)[0]
+    return session.measure(config)[0]
