@@ -26,11 +26,7 @@ class Problem:
 
     def space_description(self) -> dict[str, Any]:
         """A JSON-able description of the space, stored with the problem so a database explains itself."""
-        return {
-            "params": {p.name: list(p.values) for p in self.space.params},
-            "constraints": [c if isinstance(c, str) else getattr(c, "__qualname__", repr(c))
-                            for c in getattr(self.space, "constraint_texts", ())],
-        }
+        return self.space.to_dict()
 
     def source_hash(self) -> str:
         """Identity of what is tuned: source text, kernel name, argument shapes/dtypes, problem size and space."""
