@@ -297,3 +297,19 @@ def test_near_tied_labels_get_extra_interleaved_rounds_and_clear_winners_do_not(
     assert counts == {"a": 5, "b": 5, "c": 2}
     off = measure_labels(cv, (), cv.plain_labels(), MeasureOptions(repeats=2, tie_repeats=0))
     assert {len(res.samples) for res in off.values()} == {2}
+
+
+def test_bvsb_explores_when_the_model_predicts_one_label_for_the_whole_pool():
+    from adaptune.adaptive.active import run_loop
+
+    g = np.linspace(0.0, 1.0, 7)
+    features = np.array([(a, b) for a in g for b in g])
+    rare = (np.abs(features - 0.5) < 0.2).all(axis=1)  # label 1 wins only in the centre
+    costs = np.stack([np.where(rare, 3.0, 1.0), np.where(rare, 1.0, 3.0)], axis=1)
+
+    def lookup(rows):
+        return costs[rows], costs[rows]
+
+    result = run_loop(features, lookup, 6, n_initial=2, select="bvsb", kind="svm", seed=0, init_seed=0)
+    assert not rare[result.rows[:2]].any()  # the seeds (corners) all prefer label 0
+    assert rare[result.rows].any()  # a constant model's margins say nothing: the loop must explore

@@ -89,11 +89,30 @@ def run_loop(features: np.ndarray, label_rows: Callable[[list[int]], tuple[np.nd
         if target is not None and point.get("fraction_of_oracle", 0.0) >= target:
             break
         if select == "bvsb":
-            nxt = int(unlabelled[int(np.argmin(margins(model, features[unlabelled])))])
+            nxt = _least_certain(model, features, labelled, unlabelled)
         else:
             nxt = int(rng.choice(unlabelled))
         labelled.append(nxt)
     return ActiveResult(labelled, curve, model)
+
+
+def _least_certain(model: FittedModel, features: np.ndarray, labelled: list[int], unlabelled: np.ndarray) -> int:
+    """The unlabelled row with the smallest best-vs-second-best margin.
+
+    When the model picks one label for the whole pool it has no decision boundary there and its
+    margins only rank rows by noise (with few labels, a small-C SVM predicting the majority label
+    kept asking about inputs like those it had): then, and among exactly equal margins, take the
+    row farthest from every labelled row in scaled feature space, so the loop explores.
+    """
+    xs = MinMaxScaler((-1, 1)).fit_transform(np.asarray(features, float))
+    candidates = unlabelled
+    if len(np.unique(model.predict(features[unlabelled]))) > 1:
+        m = margins(model, features[unlabelled])
+        candidates = unlabelled[m <= m.min() + 1e-12]
+        if len(candidates) == 1:
+            return int(candidates[0])
+    gap = ((xs[candidates][:, None, :] - xs[labelled][None, :, :]) ** 2).sum(axis=2).min(axis=1)
+    return int(candidates[int(np.argmax(gap))])
 
 
 def active_learn(lset: LabelledSet, max_labels: int, *, holdout: LabelledSet | None = None,

@@ -137,15 +137,23 @@ def cross_validated_fraction(kind: str, hyper: dict[str, Any], xs: np.ndarray, c
     """Mean fraction of oracle of out-of-fold predictions (features already scaled), averaged over
     ``repeats`` differently shuffled k-fold splits (seeds ``seed``, ``seed + 1``, ...): with a few
     dozen inputs one split's score moves by several percent with the shuffle alone."""
+    return cross_validated_scores(kind, hyper, xs, costs, runtime_costs, seed, folds, repeats)[0]
+
+
+def cross_validated_scores(kind: str, hyper: dict[str, Any], xs: np.ndarray, costs: np.ndarray,
+                           runtime_costs: np.ndarray, seed: int = 0, folds: int = 5,
+                           repeats: int = 1) -> tuple[float, float]:
+    """(mean fraction of oracle, accuracy) of out-of-fold predictions; accuracy only breaks ties."""
     y = np.argmin(costs, axis=1)
     rel = relative_performance(runtime_costs)
-    scores = []
+    fractions, accuracies = [], []
     for r in range(max(1, repeats)):
         chosen = np.empty(len(y), int)
         for train, test in _folds(len(y), folds, seed + r):
             chosen[test] = _fit_predict(kind, hyper, seed, xs[train], y[train], rel[train], xs[test])
-        scores.append(float(np.nanmean(fraction_of_oracle(runtime_costs, chosen))))
-    return float(np.mean(scores))
+        fractions.append(float(np.nanmean(fraction_of_oracle(runtime_costs, chosen))))
+        accuracies.append(float(np.mean(chosen == y)))
+    return float(np.mean(fractions)), float(np.mean(accuracies))
 
 
 def fit_model(kind: str, features: np.ndarray, costs: np.ndarray, runtime_costs: np.ndarray | None = None,
@@ -176,14 +184,16 @@ def fit_model(kind: str, features: np.ndarray, costs: np.ndarray, runtime_costs:
     if len(np.unique(y)) == 1 and kind != "cost":
         return FittedModel(kind, constant_model(int(y[0]), features.shape[1]), None, {"constant": True},
                            cv_fraction=float(np.nanmean(fraction_of_oracle(runtime_costs, y))))
-    best_score, best_hyper = -1.0, None
+    best_score, best_key, best_hyper = -1.0, (-1.0, -1.0), None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tiny folds make some estimators complain; the score says it all
         for hyper in _grid(kind, len(y), coarse):
-            score = cross_validated_fraction(kind, hyper, xs, costs, runtime_costs, seed, folds) \
-                if len(y) >= 2 else 1.0
-            if score > best_score + 1e-12:
-                best_score, best_hyper = score, hyper
+            score, accuracy = cross_validated_scores(kind, hyper, xs, costs, runtime_costs, seed, folds) \
+                if len(y) >= 2 else (1.0, 1.0)
+            # ties in fraction of oracle (common with few labels: a model that always picks the
+            # majority label ties with better ones) go to the more accurate hyperparameters
+            if (round(score, 12), round(accuracy, 12)) > best_key:
+                best_score, best_key, best_hyper = score, (round(score, 12), round(accuracy, 12)), hyper
         assert best_hyper is not None
         if kind == "cost":
             est = _make(kind, best_hyper, seed).fit(xs, relative_performance(runtime_costs))
