@@ -83,3 +83,10 @@ def test_cli_strategy_help_names_every_registered_strategy():
     from adaptune.search import STRATEGIES
 
     assert sorted(STRATEGY_NAMES) == sorted(STRATEGIES)
+
+
+def test_cli_model_choices_are_every_model_kind():
+    from adaptune.adaptive import MODEL_KINDS
+    from adaptune.cli.adaptive import MODEL_NAMES
+
+    assert sorted(MODEL_NAMES) == sorted(MODEL_KINDS)

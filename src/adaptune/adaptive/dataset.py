@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from adaptune.adaptive.labelling import Input, Label, MeasureOptions, cost, measure_labels
+from adaptune.progress import BestSoFarProgress
 from adaptune.records import Result, Status
 
 if TYPE_CHECKING:
@@ -90,10 +89,12 @@ class LabelledSet:
 
     def _search(self, row: int, args: tuple[Any, ...]) -> list[Label]:
         """Best configuration of each variant with a Space on this input."""
+        from adaptune.search import make_strategy  # only variants with a Space need the search layer
+
         best: list[Label] = []
         for variant in self.cv.parametrised_variants():
             space, strategy_name = self.cv.space_of(variant), self.cv.strategy_of(variant)
-            strategy = _make_strategy(strategy_name, space, self.seed + row)
+            strategy = make_strategy(strategy_name, space, seed=self.seed + row)
             budget = min(self.cv.budget_of(variant) or self.search_budget, len(space))
             tried: list[Label] = []
             for _ in range(budget):
@@ -126,7 +127,7 @@ class LabelledSet:
                     self.searched.add(row)
                 self._measure(row, args, self.labels)
                 del args
-                bar.advance(self.best_label(row))
+                bar.advance(best_text=self.best_label(row))
         stale = [row for row in rows if any(lab not in self.results[row] for lab in self.labels)]
         for row in stale:  # configurations found on later inputs, measured on earlier ones
             self._measure(row, self.inputs[row].args(), self.labels)
@@ -161,47 +162,5 @@ class LabelledSet:
         rows = list(range(len(self.inputs)) if rows is None else rows)
         return np.array([min((cost(r) for r in self.results[row].values()), default=math.inf) for row in rows])
 
-    def _progress(self, total: int) -> _Bar:
-        return _Bar(self.description, total, self.show_progress)
-
-
-class _Bar:
-    """Rich progress over inputs, showing the best label of the last input."""
-
-    def __init__(self, description: str, total: int, enabled: bool) -> None:
-        self._p = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                           TextColumn("best {task.fields[best]}"), TimeElapsedColumn(),
-                           console=Console(stderr=True), disable=not enabled)
-        self._task = self._p.add_task(description, total=total, best="-")
-
-    def __enter__(self) -> _Bar:
-        self._p.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._p.stop()
-
-    def advance(self, best: str) -> None:
-        self._p.update(self._task, advance=1, best=best)
-
-
-def _make_strategy(name: str, space: Any, seed: int) -> Any:
-    try:
-        from adaptune.search import make_strategy
-    except ImportError:  # search layer absent: exhaustive, in order
-        return _InOrder(len(space))
-    return make_strategy(name, space, seed=seed)
-
-
-class _InOrder:
-    def __init__(self, n: int) -> None:
-        self._next, self._n = 0, n
-
-    def ask(self) -> int | None:
-        if self._next >= self._n:
-            return None
-        self._next += 1
-        return self._next - 1
-
-    def tell(self, index: int, value: float) -> None:
-        pass
+    def _progress(self, total: int) -> BestSoFarProgress:
+        return BestSoFarProgress(self.description, total, enabled=self.show_progress)

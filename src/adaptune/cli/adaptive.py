@@ -121,13 +121,16 @@ def plot_evaluation(report: Any, path: str | Path) -> Path:
     return Path(path)
 
 
+#: For the parser only (a test keeps it equal to ``adaptune.adaptive.MODEL_KINDS``).
+MODEL_NAMES = ("svm", "tree", "knn", "forest", "boosting", "cost")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add ``train`` and ``evaluate``."""
-    from adaptune.adaptive.models import MODEL_KINDS
+    """Add ``train`` and ``evaluate`` (the adaptive layer is imported only when they run)."""
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("spec", help="Python SPEC file defining variant, training_inputs(), test_inputs()")
-        p.add_argument("--model", default="svm", choices=["auto", *MODEL_KINDS], help="selection model")
+        p.add_argument("--model", default="svm", choices=["auto", *MODEL_NAMES], help="selection model")
         p.add_argument("--db", default="adaptune.db", help="results store (SQLite path or SQLAlchemy URL)")
         p.add_argument("--model-file", help="saved model (default: <spec>.adaptune.json)")
         p.add_argument("--repeats", type=int, default=7, help="interleaved timing repeats per label")
