@@ -69,9 +69,13 @@ def test_features_match_exact_reference(dev, family):
     m = spmv.upload(dev, indptr, indices, data, shape)
     want = features.spmv_features_reference(indptr, indices, shape)
     for _ in range(2):  # the second call reuses the stamp buffer with a new generation
-        got = features.spmv_features(m, sample_rows=shape[0])
+        got = features.spmv_features(m, sample_rows=shape[0], cached=False)
         for key in features.SPMV_FEATURES:
             assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-4), key
+    # kept with the matrix: a later call returns the same values without a launch
+    assert features.spmv_features(m, sample_rows=shape[0]) == got
+    features.forget_spmv_features(m)
+    assert ("features", shape[0]) not in m.extra and "ell_width" in m.extra
 
 
 def test_sampled_dia_fill_is_a_lower_bound(dev):
