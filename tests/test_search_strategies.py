@@ -116,3 +116,37 @@ def test_model_based_strategies_beat_random_on_a_smooth_space() -> None:
     for name in ("bayes", "forest", "auto", "greedy_ils"):
         found = [rp.run(name, Budget(max_evals=50), seed=s).best for s in range(2)]
         assert np.mean(found) < 2.0, (name, found, random_mean)
+
+
+def test_auto_value_features_and_modes_describe_the_space() -> None:
+    from adaptune.search.auto import mode_labels, value_features
+
+    space = Space({"bx": [16, 32, 48, 64], "shmem": [0, 1], "ro": [0, 1], "name": ["a", "b", "c"]},
+                  constraints=["not (shmem == 1 and ro == 1)"])
+    feats = value_features(space)  # only bx qualifies: log2, power of two, alignment
+    bx = np.asarray([c["bx"] for c in space.configs()])
+    assert feats.shape == (len(space), 3)
+    np.testing.assert_array_equal(feats[:, 1], np.isin(bx, [16, 32, 64]))
+    np.testing.assert_array_equal(feats[:, 2], np.select([bx == 48, bx == 32, bx == 64], [4, 5, 6], 4))
+    modes = mode_labels(space)  # three valid combinations of the two switches
+    pairs = {(c["shmem"], c["ro"]) for c in space.configs()}
+    assert sorted(set(modes.tolist())) == [0, 1, 2] and len(pairs) == 3
+    for m in range(3):
+        assert len({(c["shmem"], c["ro"]) for c, k in zip(space.configs(), modes, strict=True) if k == m}) == 1
+
+
+def test_auto_stratified_global_asks_visit_every_mode_in_turn() -> None:
+    from adaptune.search.auto import mode_labels
+
+    space = Space({"x": list(range(12)), "y": list(range(8)), "a": [0, 1], "b": [0, 1]})
+    t = np.asarray([[c["x"], c["y"], c["a"], c["b"]] for c in space.configs()], dtype=float)
+    values = 1.0 + np.abs(t[:, 0] - 3) + np.abs(t[:, 1] - 5) + 20.0 * t[:, 2]  # mode a=1 looks hopeless
+    strategy = make_strategy("auto", space, seed=3, local_every=0, stratify_every=1, n_initial=6)
+    modes = mode_labels(space)
+    asked = []
+    for _ in range(6 + 8):
+        i = strategy.ask()
+        strategy.tell(i, float(values[i]))
+        asked.append(int(modes[i]))
+    after_design = asked[6:]
+    assert all(len(set(after_design[k:k + 4])) == 4 for k in (0, 4))  # each run of 4 asks covers 4 modes

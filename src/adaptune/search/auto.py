@@ -3,16 +3,23 @@
 Tree-ensemble Bayesian optimisation with greedy steps around the best configurations:
 
 - a space-filling initial design (greedy farthest-point over the parameter positions);
-- an extra-trees surrogate (SMAC style) of log time on the parameter positions, its uncertainty the
+- an extra-trees surrogate (SMAC style) of log time on the parameter positions plus, for integer
+  parameters, log2 of the value, whether it is a power of two and its power-of-two alignment (GPU
+  kernels are fast or slow by warp/wavefront multiples, which positions hide); its uncertainty the
   spread of the trees; targets above the median success are capped at the median, so the model spends
   its capacity on the good region instead of on the long tail of slow configurations, and failures
   (compile or launch errors, timeouts) count as that cap, so the search steers away from them;
-- odd asks: the unasked valid configuration with the highest expected improvement, over *every*
+- global asks: the unasked valid configuration with the highest expected improvement, over every
   unasked configuration (a random ``pool_size`` subset plus the neighbours of the best on huge spaces);
-- even asks: the unasked Hamming neighbour (one parameter changed) of the ``local_top`` best
-  configurations with the lowest predicted time. On the recorded tuning spaces greedy descent over
-  Hamming neighbours has few local minima, and the optimum sits next to runners-up the model smooths
-  over; this step finds it where expected improvement alone keeps exploring.
+  every ``stratify_every``-th global ask looks only inside one *mode*, the modes in turn. A mode is one
+  combination of the two-valued parameters (switches such as ``use_shmem`` or ``read_only``: each
+  choice is a different code path with its own landscape, and the best one is often a needle that a
+  model fitted mostly on another mode never ranks high);
+- local asks (every ``local_every``-th): the unasked Hamming neighbour (one parameter changed) with the
+  lowest predicted time, around the best configuration of each of the ``local_top`` best modes. Greedy
+  descent over Hamming neighbours has few local minima within a mode, and the optimum sits next to
+  runners-up the model smooths over; descending in several modes at once keeps one trapped mode from
+  taking every local step.
 
 The forest is refitted every ``refit_every`` tells and its predictions reused in between, which keeps
 an ask at a few milliseconds on 10^4 configurations (measured in docs/search.md).
@@ -51,24 +58,54 @@ def capped_log_targets(values: np.ndarray, cap_quantile: float) -> np.ndarray:
     return y
 
 
+def value_features(space) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """log2(value), is-a-power-of-two and log2 of the power-of-two alignment of every positive integer
+    parameter with at least three values, one row per valid configuration."""
+    t = np.asarray(space.table)
+    cols = []
+    for j, p in enumerate(space.params):
+        vals = list(p.values)
+        if len(vals) < 3 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+                                    and v > 0 for v in vals):
+            continue
+        v = np.asarray(vals, dtype=np.int64)[t[:, j]]
+        cols += [np.log2(v), ((v & (v - 1)) == 0).astype(float), np.log2(v & -v)]
+    return np.stack(cols, axis=1) if cols else np.zeros((len(t), 0))
+
+
+def mode_labels(space) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """0..k-1: which combination of the two-valued parameters each valid configuration has."""
+    t = np.asarray(space.table)
+    switches = [j for j, p in enumerate(space.params) if len(p.values) == 2]
+    if not switches or not len(t):
+        return np.zeros(len(t), dtype=np.int64)
+    return np.unique(t[:, switches], axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
 @register
 class Auto(Strategy):
     """The default: extra-trees EI over all unasked configurations, alternating with greedy local steps."""
 
     name = "auto"
     options = {"n_initial": 20, "n_trees": 32, "refit_every": 3, "cap_quantile": 0.5, "local_every": 2,
-               "local_top": 3, "neighbourhood": "hamming", "pool_size": 20000, "xi": 0.0}
+               "local_top": 3, "neighbourhood": "hamming", "pool_size": 20000, "xi": 0.0,
+               "stratify_every": 2, "value_features": True}
 
     def __init__(self, space, seed=None, **kw):  # type: ignore[no-untyped-def]
         super().__init__(space, seed, **kw)
         t = np.asarray(space.table, dtype=float)
         cols = informative_columns(t) if t.shape[1] else np.zeros(0, dtype=np.int64)
-        self._x = t[:, cols]
-        self._x32 = self._x.astype(np.float32)  # what the fitted trees read
-        scale = self._x.max(axis=0) if len(cols) else np.ones(0)
+        positions = t[:, cols]
+        scale = positions.max(axis=0) if len(cols) else np.ones(0)
         n_init = min(int(self.opts["n_initial"]), self.n)
-        self._design = maximin_design(self._x / np.maximum(scale, 1), n_init, self.rng)[::-1] if (
+        self._design = maximin_design(positions / np.maximum(scale, 1), n_init, self.rng)[::-1] if (
             len(cols) and n_init) else []
+        extra = value_features(space) if self.opts["value_features"] else np.zeros((self.n, 0))
+        self._x = np.concatenate([positions, extra[:, informative_columns(extra)]], axis=1)
+        self._x32 = self._x.astype(np.float32)  # what the fitted trees read
+        self._mode = mode_labels(space)
+        self._n_modes = int(self._mode.max()) + 1 if self.n else 0
+        self._global_asks = 0
         self._fitted_at = -1
         self._cand = np.zeros(0, dtype=np.int64)   # candidates scored at the last refit
         self._mu = np.zeros(0)
@@ -95,6 +132,7 @@ class Auto(Strategy):
         free = ~h.asked[self._cand]
         if not free.any():
             return self._random_unasked()
+        free = self._stratify(free)
         mu, sd = self._mu[free], self._sd[free]
         ei = expected_improvement(mu, sd, self._best_y, self.opts["xi"])
         return int(self._cand[free][np.lexsort((mu, -ei))[0]])
@@ -115,10 +153,34 @@ class Auto(Strategy):
         self._best_y = float(y.min())
         self._fitted_at = len(idx)
 
-    def _near_best(self, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
-        """Unasked neighbours of the ``local_top`` best successes."""
+    def _stratify(self, free: np.ndarray) -> np.ndarray:
+        """Every ``stratify_every``-th global ask: only the free candidates of the next mode that has any."""
+        self._global_asks += 1
+        every = self.opts["stratify_every"]
+        if not every or self._n_modes < 2 or self._global_asks % every:
+            return free
+        start = self._global_asks // every
+        for k in range(self._n_modes):
+            in_mode = free & (self._mode[self._cand] == (start + k) % self._n_modes)
+            if in_mode.any():
+                return in_mode
+        return free
+
+    def _centres(self, idx: np.ndarray, values: np.ndarray) -> list[int]:
+        """The best success of each of the ``local_top`` best modes, topped up with the next best successes."""
         ok = np.isfinite(values)
-        top = idx[ok][np.argsort(values[ok], kind="stable")[: self.opts["local_top"]]]
+        ranked = [int(i) for i in idx[ok][np.argsort(values[ok], kind="stable")]]
+        k = self.opts["local_top"]
+        centres, modes = [], set()
+        for i in ranked:
+            if len(centres) < k and int(self._mode[i]) not in modes:
+                modes.add(int(self._mode[i]))
+                centres.append(i)
+        return centres + [i for i in ranked if i not in centres][: k - len(centres)]
+
+    def _near_best(self, idx: np.ndarray, values: np.ndarray) -> np.ndarray:
+        """Unasked neighbours of the local-search centres."""
+        top = self._centres(idx, values)
         if not len(top):
             return np.zeros(0, dtype=np.int64)
         near = np.unique(np.concatenate([neighbours(self.table, int(t), self.opts["neighbourhood"])
