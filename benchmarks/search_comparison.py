@@ -86,8 +86,9 @@ def main() -> int:
 
 def write(out: Path, args: argparse.Namespace, t0: float, cmp, other, cost: dict | None) -> None:  # type: ignore[no-untyped-def]
     """JSON, markdown and plots of what has been measured so far."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip() or os.environ.get("ADAPTUNE_COMMIT", "unknown")
+    # ADAPTUNE_COMMIT first: copies of the tree sent to another host may carry a stale .git
+    commit = os.environ.get("ADAPTUNE_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip() or "unknown"
     meta = {"command": "python " + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "commit": commit,
             "date": datetime.date.today().isoformat(), "host": f"{platform.processor() or platform.machine()}, "
             f"{platform.system()}, {os.cpu_count()} CPUs (replay: no GPU needed)",
