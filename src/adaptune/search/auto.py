@@ -21,6 +21,10 @@ Tree-ensemble Bayesian optimisation with greedy steps around the best configurat
   runners-up the model smooths over; descending in several modes at once keeps one trapped mode from
   taking every local step.
 
+Batch asks (several workers, docs/distributed.md): with ``liar="min"`` the configurations still being
+measured join each refit with the best value so far as a made-up target (constant liar), so parallel asks
+spread out instead of crowding one promising spot; the tuner sets it when a strategy has several workers.
+
 The forest is refitted every ``refit_every`` tells and its predictions reused in between, which keeps
 an ask at a few milliseconds on 10^4 configurations (measured in docs/search.md).
 """
@@ -32,7 +36,7 @@ from sklearn.ensemble import ExtraTreesRegressor
 
 from adaptune.search.base import Strategy, register
 from adaptune.search.neighbourhood import neighbours
-from adaptune.search.surrogate import FAILURE_PENALTY, expected_improvement, informative_columns
+from adaptune.search.surrogate import FAILURE_PENALTY, expected_improvement, informative_columns, with_lies
 
 
 def maximin_design(x: np.ndarray, n: int, rng: np.random.Generator, pool: int = 2000) -> list[int]:
@@ -89,7 +93,7 @@ class Auto(Strategy):
     name = "auto"
     options = {"n_initial": 20, "n_trees": 32, "refit_every": 3, "cap_quantile": 0.5, "local_every": 2,
                "local_top": 3, "neighbourhood": "hamming", "pool_size": 20000, "xi": 0.0,
-               "stratify_every": 2, "value_features": True}
+               "stratify_every": 2, "value_features": True, "liar": None}
 
     def __init__(self, space, seed=None, **kw):  # type: ignore[no-untyped-def]
         super().__init__(space, seed, **kw)
@@ -141,7 +145,8 @@ class Auto(Strategy):
         y = capped_log_targets(values, self.opts["cap_quantile"])
         model = ExtraTreesRegressor(n_estimators=self.opts["n_trees"], max_features=0.8, n_jobs=1,
                                     random_state=int(self.rng.integers(2**31)))
-        model.fit(self._x[idx], y)
+        fit_idx, fit_y = with_lies(self.history, idx, y, self.opts["liar"])  # batch asks: constant liar
+        model.fit(self._x[fit_idx], fit_y)
         unasked = np.flatnonzero(~self.history.asked)
         if len(unasked) > self.opts["pool_size"]:
             unasked = np.union1d(self.rng.choice(unasked, self.opts["pool_size"], replace=False),

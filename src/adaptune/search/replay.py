@@ -114,8 +114,12 @@ class Replay:
         return float(np.median(rng.choice(s, size=len(s), replace=True)))
 
     def run(self, strategy: Strategy | str, budget: Budget, seed: int | None = None,
-            noise: bool = False, **options: Any) -> Trace:
-        """Run a strategy against the record until the budget or the space is exhausted."""
+            noise: bool = False, n_parallel: int = 1, **options: Any) -> Trace:
+        """Run a strategy against the record until the budget or the space is exhausted.
+
+        ``n_parallel`` > 1 replays a tuner with that many workers: that many asks are in flight, and
+        each tell (oldest first) is followed by a new ask, as when every measurement takes as long.
+        """
         if isinstance(strategy, str):
             strategy = make_strategy(strategy, self.space, seed=seed, **options)
         rng = np.random.default_rng(None if seed is None else seed + 7919) if noise else None
@@ -124,12 +128,18 @@ class Replay:
         values: list[float] = []
         sim: list[float] = []
         wall = 0.0
+        inflight: list[int] = []
         while not tracker.exhausted():
             t0 = time.perf_counter()
-            i = strategy.ask()
+            while len(inflight) < max(1, n_parallel):
+                asked = strategy.ask()
+                if asked is None:
+                    break
+                inflight.append(asked)
             wall += time.perf_counter() - t0
-            if i is None:
+            if not inflight:
                 break
+            i = inflight.pop(0)
             v = self.evaluate(i, rng)
             t0 = time.perf_counter()
             strategy.tell(i, v)

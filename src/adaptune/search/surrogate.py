@@ -35,6 +35,25 @@ def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float, xi: flo
     return (best - mu - xi) * norm.cdf(z) + sigma * norm.pdf(z)
 
 
+LIARS = (None, "min", "mean", "max")
+
+
+def with_lies(history: Any, idx: np.ndarray, y: np.ndarray, liar: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """Constant liar for batch asks (Ginsbourger, Le Riche & Carraro 2010): the configurations asked but not
+    told yet (being measured on other workers) join the training set with one made-up target, ``min``
+    (the best so far: the model believes they are already good, so expected improvement near them vanishes
+    and the next ask goes elsewhere), ``mean`` or ``max``; None adds nothing."""
+    if liar is None:
+        return idx, y
+    if liar not in LIARS:
+        raise ValueError(f"liar must be one of {LIARS}, got {liar!r}")
+    pending = np.flatnonzero(history.asked & np.isnan(history.values))
+    if not len(pending) or not len(y):
+        return idx, y
+    lie = {"min": np.min, "mean": np.mean, "max": np.max}[liar](y)
+    return np.concatenate([idx, pending]), np.concatenate([y, np.full(len(pending), lie)])
+
+
 def informative_columns(x: np.ndarray) -> np.ndarray:
     """Columns that vary over the space (constant parameters carry no information)."""
     return np.flatnonzero(x.max(axis=0) > x.min(axis=0))
@@ -49,7 +68,7 @@ class SurrogateStrategy(Strategy):
     """
 
     options: dict[str, Any] = {"n_initial": 20, "pool_size": 2000, "refit_every": 1, "xi": 0.0,
-                               "local_top": 5}
+                               "local_top": 5, "liar": None}
 
     def __init__(self, space, seed=None, **kw):  # type: ignore[no-untyped-def]
         super().__init__(space, seed, **kw)
@@ -66,7 +85,8 @@ class SurrogateStrategy(Strategy):
         if self._fitted_at < 0 or n_told - self._fitted_at >= self.opts["refit_every"] or not self._ranked:
             idx, values = h.told_arrays()
             y = log_targets(values)
-            self._fit(self._x[idx], y)
+            fit_idx, fit_y = with_lies(h, idx, y, self.opts["liar"])
+            self._fit(self._x[fit_idx], fit_y)
             self._fitted_at = n_told
             pool = self._pool()
             if len(pool) == 0:

@@ -3,16 +3,24 @@
 SQLite (one file, WAL journal, busy timeout) by default so that a tuning process can write while another
 reads; any SQLAlchemy URL (PostgreSQL for a team or cluster store) otherwise. Every ``put`` is its own short
 transaction, so a process killed mid-run loses at most the measurement in flight.
+
+Several processes and hosts may write one PostgreSQL database at once (docs/distributed.md): a measurement
+is keyed by (device, problem, input, configuration) with a UNIQUE constraint and written by an upsert, so a
+retried or repeated write replaces instead of duplicating; every transaction is retried (with jittered
+back-off) on serialisation failures, deadlocks and dropped connections, and pooled connections are pinged
+before use, so a server restart or a killed backend costs a reconnect, not a measurement.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
@@ -25,6 +33,38 @@ from adaptune.store.errors import StoreError
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 60_000
 _KEY_COLUMNS = ("device_id", "problem_id", "input_id", "config_key")
+RETRIES = 8
+"""Attempts of one transaction before a transient failure (lost connection, serialisation, deadlock) is raised."""
+_RETRY_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "08000", "08003", "08006"})
+_SCHEMA_LOCK = 0x61647470  # PostgreSQL advisory lock id held while the schema is created ("adtp")
+T = TypeVar("T")
+
+
+def _transient(exc: BaseException) -> bool:
+    """Whether a failed transaction may simply be run again: dropped connection, serialisation, deadlock, lock."""
+    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
+        return True
+    orig = getattr(exc, "orig", None)
+    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if state in _RETRY_SQLSTATES:
+        return True
+    text = str(orig if orig is not None else exc).lower()
+    return isinstance(exc, sa.exc.OperationalError) and any(
+        s in text for s in ("server closed the connection", "connection is closed",
+                            "terminating connection", "consuming input failed", "connection refused"))
+
+
+def engine_url(url: str) -> str:
+    """A SQLAlchemy URL with a driver that is installed: ``postgresql://`` uses psycopg 3 when psycopg2 is absent."""
+    parsed = sa.engine.make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        try:
+            import psycopg2  # noqa: F401
+        except ImportError:
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        else:
+            parsed = parsed.set(drivername="postgresql")
+    return parsed.render_as_string(hide_password=False)
 
 
 def _is_url(target: str | Path) -> bool:
@@ -69,16 +109,20 @@ class Store:
             if not self.path.parent.exists():
                 raise StoreError(f"cannot create database {self.path}: folder {self.path.parent} does not exist")
             url = f"sqlite:///{self.path.resolve()}"
+        options: dict[str, Any] = {}
+        if not url.startswith("sqlite"):
+            url = engine_url(url)
+            options = {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 4}  # a dropped link is replaced
         try:
             self._engine: Engine = sa.create_engine(url, echo=echo, json_serializer=dumps,
-                                                    json_deserializer=json.loads)
+                                                    json_deserializer=json.loads, **options)
         except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
             raise StoreError(f"cannot open database {self.label}: {exc}") from exc
         self.dialect = self._engine.dialect.name
+        self.retries = 0  # transient failures survived (reconnects, serialisation failures): for tests/logs
         if self.dialect == "sqlite":
             self._install_sqlite_pragmas()
-        with self._guard("open"):
-            self._init_schema()
+        self._transact(self._init_schema, "open")
 
     # ------------------------------------------------------------------ connection management
     def _install_sqlite_pragmas(self) -> None:
@@ -112,6 +156,32 @@ class Store:
         with self._guard("read"), self._engine.connect() as conn:
             yield conn
 
+    def _rows(self, query: Any) -> list[Any]:
+        """All rows of a read query, run again if the connection drops (a read has no side effects)."""
+
+        def once() -> list[Any]:
+            with self._read() as conn:
+                return list(conn.execute(query))
+
+        return self._transact(once, "read")
+
+    def _transact(self, fn: Callable[[], T], what: str) -> T:
+        """Run ``fn`` (which opens its own transaction) again on transient failures, with jittered back-off.
+
+        Safe because every write is idempotent (upserts and get-or-create): a commit that reached the server
+        before the connection dropped is simply written once more with the same key.
+        """
+        for attempt in range(RETRIES):
+            try:
+                return fn()
+            except StoreError as exc:
+                cause = exc.__cause__
+                if attempt + 1 >= RETRIES or cause is None or not _transient(cause):
+                    raise
+                self.retries += 1
+                time.sleep(min(2.0, 0.02 * 2 ** attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")
+
     @contextmanager
     def _guard(self, what: str) -> Iterator[None]:
         """Turn driver errors (corrupt file, locked too long, server gone) into one StoreError naming the DB."""
@@ -124,6 +194,10 @@ class Store:
             raise StoreError(f"database {self.label}: cannot {what}: {cause}") from exc
 
     def _init_schema(self) -> None:
+        with self._guard("open"):
+            self._init_schema_once()
+
+    def _init_schema_once(self) -> None:
         existing = set(sa.inspect(self._engine).get_table_names())
         if existing and S.schema_info.name not in existing:
             shown = ", ".join(sorted(existing)[:5])
@@ -141,6 +215,8 @@ class Store:
             if existing >= S.TABLE_NAMES:
                 return
         with self._write() as conn:
+            if self.dialect == "postgresql":  # processes opening a fresh database at once: one creates it
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
             S.metadata.create_all(conn, checkfirst=True)
             have = conn.execute(sa.select(S.schema_info.c.key)
                                 .where(S.schema_info.c.key == "schema_version")).first()
@@ -163,15 +239,19 @@ class Store:
     def _get_or_create(self, table: sa.Table, key: Mapping[str, Any], extra: Mapping[str, Any],
                        update_extra: bool) -> int:
         where = sa.and_(*(table.c[k] == v for k, v in key.items()))
+
+        def once() -> int:
+            with self._write() as conn:
+                row = conn.execute(sa.select(table.c.id).where(where)).first()
+                if row is not None:
+                    if update_extra and extra:
+                        conn.execute(table.update().where(table.c.id == row[0]).values(**extra))
+                    return int(row[0])
+                return int(conn.execute(table.insert().values(**key, **extra)).inserted_primary_key[0])
+
         for attempt in range(2):  # a server database may race another process: the loser finds the winner's row
             try:
-                with self._write() as conn:
-                    row = conn.execute(sa.select(table.c.id).where(where)).first()
-                    if row is not None:
-                        if update_extra and extra:
-                            conn.execute(table.update().where(table.c.id == row[0]).values(**extra))
-                        return int(row[0])
-                    return int(conn.execute(table.insert().values(**key, **extra)).inserted_primary_key[0])
+                return self._transact(once, "write")
             except StoreError as exc:
                 if attempt or not isinstance(exc.__cause__, sa.exc.IntegrityError):
                     raise
@@ -227,16 +307,23 @@ class Store:
 
     def put(self, device_id: int, problem_id: int, input_id: int, result: Result) -> None:
         """Store one result in its own transaction; replaces an earlier result for the same config."""
-        row = self._row(device_id, problem_id, input_id, result)
-        with self._write() as conn:
-            self._upsert(conn, [row])
+        self.put_many(device_id, problem_id, input_id, [result])
 
     def put_many(self, device_id: int, problem_id: int, input_id: int, results: Iterable[Result]) -> int:
         """Store many results in one transaction (all or nothing); returns how many were written."""
-        rows = [self._row(device_id, problem_id, input_id, r) for r in results]
+        # one row per key (the last wins, in first-seen order): PostgreSQL refuses to upsert a row twice in
+        # one statement; writers that deadlock on overlapping batches are retried (_transact)
+        by_key: dict[str, dict[str, Any]] = {}
+        for r in results:
+            row = self._row(device_id, problem_id, input_id, r)
+            by_key[row["config_key"]] = row
+        rows = list(by_key.values())
         if rows:
-            with self._write() as conn:
-                self._upsert(conn, rows)
+            def once() -> None:
+                with self._write() as conn:
+                    self._upsert(conn, rows)
+
+            self._transact(once, "write")
         return len(rows)
 
     @staticmethod
@@ -264,16 +351,14 @@ class Store:
         m = S.measurements.c
         query = sa.select(S.measurements).where(*self._where(problem_id, device_id, input_id),
                                                 m.config_key == config_key(config))
-        with self._read() as conn:
-            row = conn.execute(query).first()
-        return None if row is None else self._result(row)
+        rows = self._rows(query)
+        return self._result(rows[0]) if rows else None
 
     def get_many(self, device_id: int, problem_id: int, input_id: int,
                  configs: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Result]:
         """Stored results by config key (``config_key(config)``): all of them, or those of ``configs``."""
         query = sa.select(S.measurements).where(*self._where(problem_id, device_id, input_id))
-        with self._read() as conn:
-            found = {row.config_key: self._result(row) for row in conn.execute(query)}
+        found = {row.config_key: self._result(row) for row in self._rows(query)}
         if configs is None:
             return found
         wanted = {config_key(c) for c in configs}
@@ -282,16 +367,14 @@ class Store:
     def stored_keys(self, device_id: int, problem_id: int, input_id: int) -> set[str]:
         """Config keys already measured: the cheap check a tuner makes before measuring."""
         query = sa.select(S.measurements.c.config_key).where(*self._where(problem_id, device_id, input_id))
-        with self._read() as conn:
-            return {row[0] for row in conn.execute(query)}
+        return {row[0] for row in self._rows(query)}
 
     def results(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                 status: Status | str | None = None) -> list[Result]:
         """Stored results matching the filters, in the order they were first stored."""
         query = (sa.select(S.measurements).where(*self._where(problem_id, device_id, input_id, status))
                  .order_by(S.measurements.c.id))
-        with self._read() as conn:
-            return [self._result(row) for row in conn.execute(query)]
+        return [self._result(row) for row in self._rows(query)]
 
     def best(self, device_id: int, problem_id: int, input_id: int) -> Result | None:
         """The fastest successful result, or None."""
@@ -299,43 +382,41 @@ class Store:
         query = (sa.select(S.measurements)
                  .where(*self._where(problem_id, device_id, input_id, Status.OK), m.time_ms.is_not(None))
                  .order_by(m.time_ms, m.id).limit(1))
-        with self._read() as conn:
-            row = conn.execute(query).first()
-        return None if row is None else self._result(row)
+        rows = self._rows(query)
+        return self._result(rows[0]) if rows else None
 
     def count(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
               status: Status | str | None = None) -> int:
         query = (sa.select(sa.func.count()).select_from(S.measurements)
                  .where(*self._where(problem_id, device_id, input_id, status)))
-        with self._read() as conn:
-            return int(conn.execute(query).scalar_one())
+        return int(self._rows(query)[0][0])
 
     def delete(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                status: Status | str | None = None) -> int:
         """Delete matching measurements (e.g. all timeouts, to measure them again); returns how many."""
-        with self._write() as conn:
-            return int(conn.execute(S.measurements.delete()
-                                    .where(*self._where(problem_id, device_id, input_id, status))).rowcount)
+        def once() -> int:
+            with self._write() as conn:
+                return int(conn.execute(S.measurements.delete()
+                                        .where(*self._where(problem_id, device_id, input_id, status))).rowcount)
+
+        return self._transact(once, "write")
 
     # ------------------------------------------------------------------ listings (for `adaptune show`)
     def _counts(self, column: sa.Column) -> dict[int, int]:
         query = sa.select(column, sa.func.count()).group_by(column)
-        with self._read() as conn:
-            return {int(k): int(n) for k, n in conn.execute(query)}
+        return {int(k): int(n) for k, n in self._rows(query)}
 
     def devices(self) -> list[dict[str, Any]]:
         """Registered devices: id, name, platform, driver, properties, measurements (count)."""
         counts = self._counts(S.measurements.c.device_id)
-        with self._read() as conn:
-            rows = conn.execute(sa.select(S.devices).order_by(S.devices.c.id)).all()
+        rows = self._rows(sa.select(S.devices).order_by(S.devices.c.id))
         return [{"id": r.id, "name": r.name, "platform": r.platform, "driver": r.driver,
                  "properties": dict(r.properties or {}), "measurements": counts.get(r.id, 0)} for r in rows]
 
     def problems(self) -> list[dict[str, Any]]:
         """Registered problems: id, name, source_hash, space (description), measurements (count)."""
         counts = self._counts(S.measurements.c.problem_id)
-        with self._read() as conn:
-            rows = conn.execute(sa.select(S.problems).order_by(S.problems.c.id)).all()
+        rows = self._rows(sa.select(S.problems).order_by(S.problems.c.id))
         return [{"id": r.id, "name": r.name, "source_hash": r.source_hash, "space": dict(r.space or {}),
                  "measurements": counts.get(r.id, 0)} for r in rows]
 
@@ -345,14 +426,13 @@ class Store:
         query = sa.select(S.inputs).order_by(S.inputs.c.id)
         if problem_id is not None:
             query = query.where(S.inputs.c.problem_id == int(problem_id))
-        with self._read() as conn:
-            rows = conn.execute(query).all()
+        rows = self._rows(query)
         return [{"id": r.id, "problem_id": r.problem_id, "name": r.name, "features": dict(r.features or {}),
                  "measurements": counts.get(r.id, 0)} for r in rows]
 
     def device_info(self, device_id: int) -> DeviceInfo:
-        with self._read() as conn:
-            r = conn.execute(sa.select(S.devices).where(S.devices.c.id == int(device_id))).first()
+        found = self._rows(sa.select(S.devices).where(S.devices.c.id == int(device_id)))
+        r = found[0] if found else None
         if r is None:
             raise KeyError(f"no device with id {device_id} in {self.label}")
         return DeviceInfo(name=r.name, platform=r.platform, driver=r.driver, properties=dict(r.properties or {}))
@@ -362,8 +442,7 @@ class Store:
         m = S.measurements.c
         query = (sa.select(m.device_id, m.input_id).where(m.problem_id == int(problem_id))
                  .group_by(m.device_id, m.input_id).order_by(m.device_id, m.input_id))
-        with self._read() as conn:
-            return [(int(d), int(i)) for d, i in conn.execute(query)]
+        return [(int(d), int(i)) for d, i in self._rows(query)]
 
     def integrity_check(self) -> str:
         """SQLite's ``PRAGMA integrity_check`` ("ok" when sound); "ok" for server databases."""

@@ -38,6 +38,7 @@ class TuneReport:
     wall_s: float
     db: str
     results: list[Result] = field(default_factory=list)
+    others: list[TuneReport] = field(default_factory=list)  # other device kinds of a mixed cluster (executor)
 
     @property
     def speedup_over_default(self) -> float:
@@ -89,16 +90,29 @@ def tune(
     verify: bool = True,
     strategy_options: dict[str, Any] | None = None,
     discard_factor: float | None = 2.0,
+    executor: Any = None,
+    n_parallel: int | None = None,
+    address: str | None = None,
 ) -> TuneReport:
     """Tune ``problem`` with ``strategy`` under a budget; every outcome is stored in ``db``.
 
     ``discard_factor`` races configurations against the best so far: one whose first timed run is more
     than that many times slower gets no further repeats (None: every configuration gets every repeat).
+    ``executor``: ``"ray"`` (a Ray cluster at ``address``, None = a local one), ``"local"`` (``n_parallel``
+    local devices) or an ``adaptune.distributed`` Executor: measure on several workers at once, one search
+    per device kind (docs/distributed.md); ``n_parallel`` alone means ``"local"`` with that many devices.
     """
     start = time.perf_counter()
     space = problem.space
     settings = MeasureSettings(repeats=repeats, warmup=warmup, timeout_s=timeout_s, verify=verify,
                                observers=tuple(observers), discard_factor=discard_factor)
+    if executor is not None or (n_parallel or 1) > 1:
+        from adaptune.tuning.parallel import tune_with_executor
+
+        return tune_with_executor(problem, strategy, executor=executor or "local", n_parallel=n_parallel,
+                                  address=address, device=device, settings=settings, backend=backend, db=db,
+                                  seed=seed, max_evals=max_evals, max_seconds=max_seconds,
+                                  strategy_options=strategy_options, progress=progress, start=start)
     search = make_strategy(strategy, space, seed=seed, **(strategy_options or {}))
     total = min(len(space), max_evals) if max_evals else len(space)
     store = Store(db)

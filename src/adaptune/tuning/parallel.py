@@ -1,0 +1,213 @@
+"""Tuning on several workers at once (an executor: local devices or a Ray cluster), one search per device kind.
+
+Workers are grouped by device kind (name, platform, driver): each kind gets its own strategy and its own
+store key, so a mixed cluster tunes every kind separately and never mixes their timings. A strategy gets
+as many asks in flight as its kind has workers (model-based strategies fill the gaps of a batch with a
+constant liar, docs/distributed.md). Every result goes to the store the moment it arrives; results already
+stored are reused, so a driver that dies is resumed by running it again. A worker that dies mid-measurement
+costs a retry of that one configuration (recorded as a launch error after ``max_attempts``), never a loss.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from adaptune.distributed.executor import Completion, Executor, device_kind
+from adaptune.progress import BestSoFarProgress
+from adaptune.records import DeviceInfo, Result, Status
+from adaptune.search import make_strategy
+from adaptune.store import Store
+
+
+@dataclass
+class _Group:
+    """One device kind: its workers, its search, its store ids and what it has measured."""
+
+    info: DeviceInfo
+    workers: list[int]
+    search: Any
+    ids: tuple[int, int, int]
+    stored: dict[str, Result]
+    results: list[Result] = field(default_factory=list)
+    reused: int = 0
+    best_ms: float = math.inf
+    exhausted: bool = False
+    done: bool = False
+    ready: list[int] = field(default_factory=list)     # asked, already stored: told without measuring
+    inflight: dict[str, int] = field(default_factory=dict)  # config key -> index
+
+
+def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, backend: str, store: Store,
+                     seed: int | None, max_evals: int | None, max_seconds: float | None,
+                     strategy_options: dict[str, Any] | None, progress: bool, max_attempts: int = 3,
+                     prefetch: int | None = None) -> list[tuple[DeviceInfo, list[Result], int, Any, dict]]:
+    """Run one search per device kind over the executor's workers.
+
+    Returns per kind (device, results in order of arrival, how many were reused, store ids, every stored
+    result by space key).
+    """
+    start = time.perf_counter()
+    space = problem.space
+    infos = executor.start(problem.spec, backend, settings)
+    kinds: dict[tuple[str, str, str], list[int]] = {}
+    for w, info in enumerate(infos):
+        kinds.setdefault(device_kind(info), []).append(w)
+    problem_id = store.problem(problem.name, problem.source_hash(), problem.space_description())
+    input_id = store.input(problem_id, problem.input_name, problem.features or None)
+    options = dict(strategy_options or {})
+    groups: list[_Group] = []
+    for workers in kinds.values():
+        info = infos[workers[0]]
+        opts = dict(options)
+        if len(workers) > 1 and "liar" in _strategy_options(strategy) and "liar" not in opts:
+            opts["liar"] = "min"
+        ids = (store.device(info), problem_id, input_id)
+        stored = {space.key(r.config): r for r in store.results(problem_id=problem_id, device_id=ids[0],
+                                                                input_id=input_id)}
+        groups.append(_Group(info, workers, make_strategy(strategy, space, seed=seed, **opts), ids, stored))
+    if prefetch is None:
+        prefetch = 1 if strategy in ("brute_force", "random") else 0
+    owner = {w: g for g in groups for w in g.workers}
+    idle = {w for g in groups for w in g.workers}
+    attempts: dict[tuple[int, str], int] = {}
+    queued: dict[int, list[int]] = {w: [] for w in owner}  # asked ahead for a worker (compiled meanwhile)
+    total = sum(min(len(space), max_evals) if max_evals else len(space) for _ in groups)
+
+    def over_budget(g: _Group, committed: bool = False) -> bool:
+        n = len(g.results) + (len(g.inflight) + len(g.ready) if committed else 0)
+        return bool((max_evals and n >= max_evals) or (max_seconds and time.perf_counter() - start >= max_seconds))
+
+    def next_index(g: _Group) -> int | None:
+        while not g.exhausted and not over_budget(g, committed=True):
+            i = g.search.ask()
+            if i is None:
+                g.exhausted = True
+                return None
+            if space.key(space.config(i)) in g.stored:  # measured before (resume): told without measuring
+                g.ready.append(i)
+                continue
+            return i
+        return None
+
+    def record(g: _Group, index: int, result: Result, reused: bool, bar: BestSoFarProgress) -> None:
+        g.search.tell(index, result.time_ms)
+        g.results.append(result)
+        g.reused += reused
+        g.best_ms = min(g.best_ms, result.time_ms)
+        bar.advance(result.time_ms)
+
+    with BestSoFarProgress(f"tuning {problem.name} on {len(owner)} workers", total, enabled=progress) as bar:
+        while True:
+            for g in groups:  # stored results first: they cost nothing
+                while g.ready and not over_budget(g):
+                    i = g.ready.pop(0)
+                    record(g, i, g.stored[space.key(space.config(i))], True, bar)
+            for w in sorted(idle):
+                g = owner[w]
+                if over_budget(g, committed=True):
+                    continue
+                while len(queued[w]) < 1 + prefetch:
+                    i = next_index(g)
+                    if i is None:
+                        break
+                    queued[w].append(i)
+                if not queued[w]:
+                    continue
+                i = queued[w].pop(0)
+                if queued[w]:
+                    executor.prefetch(w, [space.config(j) for j in queued[w]])
+                config = space.config(i)
+                g.inflight[space.key(config)] = i
+                executor.submit(w, config, g.best_ms if math.isfinite(g.best_ms) else None)
+                idle.discard(w)
+            if not any(g.inflight for g in groups):
+                if all(not g.ready or over_budget(g) for g in groups):
+                    break
+                continue
+            for c in executor.wait(timeout=1.0):
+                idle.add(c.worker)
+                _complete(c, owner[c.worker], space, store, attempts, max_attempts, executor, idle, record, bar)
+        for g in groups:  # the default configuration, for the speed-up over it: measured once if not visited
+            index = space.default_index()
+            if index is None or space.key(space.config(index)) in g.stored:
+                continue
+            config = space.config(index)
+            g.inflight[space.key(config)] = index
+            executor.submit(g.workers[0], config, None)
+            while g.inflight:
+                for c in executor.wait(timeout=1.0):
+                    idle.add(c.worker)
+                    _complete(c, owner[c.worker], space, store, attempts, max_attempts, executor, idle,
+                              lambda *a: None, bar)
+    return [(g.info, g.results, g.reused, g.ids, g.stored) for g in groups]
+
+
+def _complete(c: Completion, g: _Group, space, store: Store, attempts: dict, max_attempts: int,
+              executor: Executor, idle: set[int], record, bar) -> None:
+    """Store and tell one completion; a dead worker's configuration is measured again (or recorded failed)."""
+    key = space.key(c.config)
+    index = g.inflight[key]
+    result = c.result
+    if result is None:
+        n = attempts[(id(g), key)] = attempts.get((id(g), key), 0) + 1
+        if n < max_attempts:  # measure it again, on whichever worker of this kind is idle first
+            worker = c.worker if c.worker in idle else next((w for w in g.workers if w in idle), c.worker)
+            executor.submit(worker, c.config, g.best_ms if math.isfinite(g.best_ms) else None)
+            idle.discard(worker)
+            return
+        result = Result.failure(c.config, Status.LAUNCH_ERROR,
+                                f"the measurement worker died {n} times on this configuration: {c.error}")
+    del g.inflight[key]
+    store.put(*g.ids, result)
+    g.stored[key] = result
+    record(g, index, result, False, bar)
+
+
+def _strategy_options(name: str) -> dict[str, Any]:
+    from adaptune.search import STRATEGIES
+
+    cls = STRATEGIES.get(name)
+    return dict(getattr(cls, "options", {}) or {})
+
+
+def tune_with_executor(problem, strategy: str, *, executor: Any, n_parallel: int | None, address: str | None,
+                       device: int | str, settings, backend: str, db: Any, seed: int | None,
+                       max_evals: int | None, max_seconds: float | None,
+                       strategy_options: dict[str, Any] | None, progress: bool, start: float):
+    """``tune(..., executor=...)``: the report of the first device kind, the other kinds in ``.others``."""
+    from adaptune.distributed.executor import make_executor
+    from adaptune.tuning.tune import TuneReport
+
+    devices = None
+    if executor == "local":  # CUDA: n GPUs from ``device`` on; OpenCL/Python: n workers on the one device
+        base = int(device) if isinstance(device, int) or str(device).isdigit() else 0
+        n = n_parallel or 1
+        devices = list(range(base, base + n)) if backend == "cuda" else [device] * n
+    ex = make_executor(executor, address=address, n_workers=n_parallel, devices=devices)
+    store = Store(db)
+    try:
+        with ex:
+            per_kind = tune_on_executor(problem, ex, strategy, settings=settings, backend=backend, store=store,
+                                        seed=seed, max_evals=max_evals, max_seconds=max_seconds,
+                                        strategy_options=strategy_options, progress=progress)
+    finally:
+        store.close()
+    reports = []
+    default_index = problem.space.default_index()
+    for info, results, reused, _ids, stored in per_kind:
+        ok = [r for r in results if r.ok]
+        best = min(ok, key=lambda r: r.time_ms) if ok else None
+        default = None if default_index is None else stored.get(problem.space.key(
+            problem.space.config(default_index)))
+        reports.append(TuneReport(
+            problem=problem.name, strategy=strategy, device=info,
+            best=best.config if best else None, best_time_ms=best.time_ms if best else math.inf,
+            default=default.config if default else None,
+            default_time_ms=default.time_ms if default else math.inf,
+            evaluated=len(results), failed=len(results) - len(ok), reused=reused,
+            wall_s=time.perf_counter() - start, db=str(db), results=results))
+    reports[0].others = reports[1:]
+    return reports[0]
