@@ -32,6 +32,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "best so far (0: measure every repeat)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--plot", help="also write a PNG plot of the run")
+    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="measure on Ray actors (one per GPU; docs/distributed.md): the cluster at ADDRESS "
+                        "(e.g. auto, head:6379), or a local one when no address is given")
+    p.add_argument("--workers", type=int, help="parallel measurement workers (Ray actors, or local devices "
+                                                "from --device on without --ray)")
     p.set_defaults(func=_tune)
 
     p = sub.add_parser("show", help="list what a results database holds")
@@ -75,7 +80,9 @@ def _tune(args: argparse.Namespace) -> int:
     report = tune(problem, args.strategy, max_evals=args.max_evals, max_seconds=args.max_seconds,
                   repeats=args.repeats, backend=args.backend, device=_device_arg(args.device), db=args.db,
                   seed=args.seed, progress=not args.json, timeout_s=args.timeout,
-                  observers=tuple(args.observe), discard_factor=args.discard_factor or None)
+                  observers=tuple(args.observe), discard_factor=args.discard_factor or None,
+                  executor="ray" if args.ray is not None else None, address=args.ray or None,
+                  n_parallel=args.workers)
     if args.plot:
         from adaptune.report.plots import plot_tuning
 

@@ -38,6 +38,7 @@ class Completion:
     config: dict[str, Any]
     result: Result | None
     error: str = ""
+    kind: str = "measured"  # "measured"; "recovered": the worker is back after dying; "dead": gone for good
 
 
 def device_kind(info: DeviceInfo) -> tuple[str, str, str]:
@@ -66,7 +67,11 @@ class Executor:
         """Let ``worker`` compile ahead the configurations it will be given next (a hint)."""
 
     def wait(self, timeout: float | None = None) -> list[Completion]:
-        """Block until at least one submission finished (or ``timeout``); return every finished one."""
+        """Block until at least one submission finished (or ``timeout``); return every finished one.
+
+        A completion without a result means the worker died: it is not idle until a later completion of
+        kind ``"recovered"`` for it (or never, after one of kind ``"dead"``).
+        """
         raise NotImplementedError
 
     def close(self) -> None:
@@ -121,6 +126,7 @@ class LocalExecutor(Executor):
                 self._done.put(Completion(worker, dict(payload), measurer.measure(payload, best_ms=best_ms)))
             except Exception as exc:  # the Measurer itself failed (setup): report, do not hang the driver
                 self._done.put(Completion(worker, dict(payload), None, f"{type(exc).__name__}: {exc}"))
+                self._done.put(Completion(worker, {}, None, kind="recovered"))  # the thread lives on
 
     def submit(self, worker: int, config: Mapping[str, Any], best_ms: float | None = None) -> None:
         self._inboxes[worker].put(("measure", dict(config), best_ms))
@@ -197,7 +203,10 @@ class RayExecutor(Executor):
         self.init_options = dict(init_options or {})
         self._actors: list[Any] = []
         self._pending: dict[Any, tuple[int, dict[str, Any]]] = {}
+        self._probes: dict[Any, tuple[int, int]] = {}  # ping of a worker that died -> (worker, attempts)
         self._started_ray = False
+        self.pids: list[int] = []  # each actor's process id when it started (fault tests, logs)
+        self.lost = 0  # measurements interrupted by a dead actor (each one is measured again by the tuner)
 
     @property
     def n_workers(self) -> int:
@@ -234,7 +243,9 @@ class RayExecutor(Executor):
         device = 0 if gpus else self.device  # Ray narrows CUDA_VISIBLE_DEVICES to the actor's GPU
         spec_ref = ray.put(spec)
         self._actors = [actor.remote(spec_ref, backend, settings, device) for _ in range(n)]
-        return ray.get([a.device_info.remote() for a in self._actors])
+        infos = ray.get([a.device_info.remote() for a in self._actors])
+        self.pids = ray.get([a.pid.remote() for a in self._actors])
+        return infos
 
     def submit(self, worker: int, config: Mapping[str, Any], best_ms: float | None = None) -> None:
         config = dict(config)
@@ -246,21 +257,37 @@ class RayExecutor(Executor):
 
     def wait(self, timeout: float | None = None) -> list[Completion]:
         ray = self._ray
-        if not self._pending:
+        if not self._pending and not self._probes:
             if timeout:
                 time.sleep(timeout)
             return []
-        ready, _ = ray.wait(list(self._pending), num_returns=1, timeout=timeout)
+        refs = list(self._pending) + list(self._probes)
+        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
         if ready:  # collect everything else that is finished too
-            ready, _ = ray.wait(list(self._pending), num_returns=len(self._pending), timeout=0)
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         out = []
+        failures = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                    ray.exceptions.WorkerCrashedError)
         for ref in ready:
+            if ref in self._probes:  # a dead worker was pinged: back (restarted by Ray), or gone for good
+                worker, tries = self._probes.pop(ref)
+                try:
+                    self.pids[worker] = ray.get(ref)
+                    out.append(Completion(worker, {}, None, kind="recovered"))
+                except failures as exc:
+                    if tries >= self.max_restarts + 2:
+                        out.append(Completion(worker, {}, None, f"{type(exc).__name__}", kind="dead"))
+                    else:
+                        time.sleep(0.5)
+                        self._probes[self._actors[worker].pid.remote()] = (worker, tries + 1)
+                continue
             worker, config = self._pending.pop(ref)
             try:
                 out.append(Completion(worker, config, ray.get(ref)))
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                    ray.exceptions.WorkerCrashedError) as exc:
+            except failures as exc:  # the actor died mid-measurement: report it, ping until it is back
+                self.lost += 1
                 out.append(Completion(worker, config, None, f"{type(exc).__name__}: {str(exc)[:300]}"))
+                self._probes[self._actors[worker].pid.remote()] = (worker, 0)
         return out
 
     def worker_pids(self) -> list[int]:
@@ -276,7 +303,7 @@ class RayExecutor(Executor):
             with contextlib.suppress(Exception):  # a dead actor has nothing left to close
                 ray.get(a.close.remote(), timeout=30)
             ray.kill(a, no_restart=True)
-        self._actors, self._pending = [], {}
+        self._actors, self._pending, self._probes = [], {}, {}
 
 
 def make_executor(executor: str | Executor, *, address: str | None = None, n_workers: int | None = None,

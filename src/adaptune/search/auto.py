@@ -36,7 +36,13 @@ from sklearn.ensemble import ExtraTreesRegressor
 
 from adaptune.search.base import Strategy, register
 from adaptune.search.neighbourhood import neighbours
-from adaptune.search.surrogate import FAILURE_PENALTY, expected_improvement, informative_columns, with_lies
+from adaptune.search.surrogate import (
+    FAILURE_PENALTY,
+    LIARS,
+    expected_improvement,
+    informative_columns,
+    with_lies,
+)
 
 
 def maximin_design(x: np.ndarray, n: int, rng: np.random.Generator, pool: int = 2000) -> list[int]:
@@ -97,6 +103,8 @@ class Auto(Strategy):
 
     def __init__(self, space, seed=None, **kw):  # type: ignore[no-untyped-def]
         super().__init__(space, seed, **kw)
+        if self.opts["liar"] not in LIARS:
+            raise ValueError(f"liar must be one of {LIARS}, got {self.opts['liar']!r}")
         t = np.asarray(space.table, dtype=float)
         cols = informative_columns(t) if t.shape[1] else np.zeros(0, dtype=np.int64)
         positions = t[:, cols]

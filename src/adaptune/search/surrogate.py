@@ -72,6 +72,8 @@ class SurrogateStrategy(Strategy):
 
     def __init__(self, space, seed=None, **kw):  # type: ignore[no-untyped-def]
         super().__init__(space, seed, **kw)
+        if self.opts["liar"] not in LIARS:
+            raise ValueError(f"liar must be one of {LIARS}, got {self.opts['liar']!r}")
         x = np.asarray(space.encode(), dtype=float)
         self._x = x[:, informative_columns(x)] if x.shape[1] else x
         self._fitted_at = -1

@@ -37,6 +37,7 @@ class _Group:
     exhausted: bool = False
     done: bool = False
     ready: list[int] = field(default_factory=list)     # asked, already stored: told without measuring
+    retry: list[dict[str, Any]] = field(default_factory=list)  # configs whose worker died: measured again
     inflight: dict[str, int] = field(default_factory=dict)  # config key -> index
 
 
@@ -107,6 +108,11 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
                     record(g, i, g.stored[space.key(space.config(i))], True, bar)
             for w in sorted(idle):
                 g = owner[w]
+                if g.retry:  # a configuration whose worker died: first in line
+                    config = g.retry.pop(0)
+                    executor.submit(w, config, g.best_ms if math.isfinite(g.best_ms) else None)
+                    idle.discard(w)
+                    continue
                 if over_budget(g, committed=True):
                     continue
                 while len(queued[w]) < 1 + prefetch:
@@ -128,8 +134,18 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
                     break
                 continue
             for c in executor.wait(timeout=1.0):
-                idle.add(c.worker)
-                _complete(c, owner[c.worker], space, store, attempts, max_attempts, executor, idle, record, bar)
+                g = owner[c.worker]
+                if c.kind == "dead":  # gone for good: what it was given goes to the others of its kind
+                    g.workers.remove(c.worker)
+                    for i in queued.pop(c.worker, []):
+                        config = space.config(i)
+                        g.inflight[space.key(config)] = i
+                        g.retry.append(config)
+                    if not g.workers:
+                        raise RuntimeError(f"every measurement worker on {g.info.name} died ({c.error}); "
+                                           "what was measured is stored: run again to resume")
+                    continue
+                _complete(c, g, space, store, attempts, max_attempts, idle, record, bar)
         for g in groups:  # the default configuration, for the speed-up over it: measured once if not visited
             index = space.default_index()
             if index is None or space.key(space.config(index)) in g.stored:
@@ -139,27 +155,35 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
             executor.submit(g.workers[0], config, None)
             while g.inflight:
                 for c in executor.wait(timeout=1.0):
-                    idle.add(c.worker)
-                    _complete(c, owner[c.worker], space, store, attempts, max_attempts, executor, idle,
+                    _complete(c, owner[c.worker], space, store, attempts, max_attempts, idle,
                               lambda *a: None, bar)
+                for w in g.workers:
+                    if g.retry and w in idle:
+                        executor.submit(w, g.retry.pop(0), None)
+                        idle.discard(w)
     return [(g.info, g.results, g.reused, g.ids, g.stored) for g in groups]
 
 
 def _complete(c: Completion, g: _Group, space, store: Store, attempts: dict, max_attempts: int,
-              executor: Executor, idle: set[int], record, bar) -> None:
+              idle: set[int], record, bar) -> None:
     """Store and tell one completion; a dead worker's configuration is measured again (or recorded failed)."""
+    if c.kind == "recovered":
+        idle.add(c.worker)
+        return
+    if c.kind == "dead":
+        return
     key = space.key(c.config)
     index = g.inflight[key]
     result = c.result
-    if result is None:
+    if result is None:  # the worker died: it comes back as "recovered"; the config goes to the next idle one
         n = attempts[(id(g), key)] = attempts.get((id(g), key), 0) + 1
-        if n < max_attempts:  # measure it again, on whichever worker of this kind is idle first
-            worker = c.worker if c.worker in idle else next((w for w in g.workers if w in idle), c.worker)
-            executor.submit(worker, c.config, g.best_ms if math.isfinite(g.best_ms) else None)
-            idle.discard(worker)
+        if n < max_attempts:
+            g.retry.append(c.config)
             return
         result = Result.failure(c.config, Status.LAUNCH_ERROR,
                                 f"the measurement worker died {n} times on this configuration: {c.error}")
+    else:
+        idle.add(c.worker)
     del g.inflight[key]
     store.put(*g.ids, result)
     g.stored[key] = result
