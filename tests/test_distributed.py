@@ -264,3 +264,48 @@ def test_batch_asks_with_constant_liar_never_repeat_and_spread(tmp_path):
         assert len(trace) == 60 and len(set(trace.indices.tolist())) == 60
     with pytest.raises(ValueError, match="liar"):
         replay.run("auto", Budget(max_evals=40), seed=3, n_parallel=2, liar="median")
+
+
+# ---------------------------------------------------------------------------------------------- labelling
+def _toy_code_variant():
+    """Variants with an exact, deterministic cost (``work``), so a serial and a Ray labelling must agree."""
+    from adaptune.adaptive import CodeVariant
+
+    def linear(n, kind):
+        return n, 10.0 + n
+
+    def quadratic(n, kind):
+        return n, 1.0 + n * n / 50.0
+
+    def special(n, kind):
+        return n, 1.0
+
+    def fragile(n, kind):
+        if n % 3 == 0:
+            raise RuntimeError("fragile fails on multiples of 3")
+        return n, 5.0
+
+    cv = CodeVariant("toy_ray", objective="work", metrics=lambda run: {"work": run()[1]},
+                     verify=lambda ref, out: ref[0] == out[0])
+    cv.variant(linear, default=True)
+    for f in (quadratic, special, fragile):
+        cv.variant(f)
+    cv.constraint(special)(lambda n, kind: kind == "special")
+    cv.feature(lambda n, kind: float(n), name="size")
+    cv.feature(lambda n, kind: float(kind == "special"), name="is_special")
+    return cv
+
+
+def test_code_variant_labelling_on_ray_matches_serial_labelling(ray_cluster, pg_url, tmp_path):
+    train = [(f"n{n}-{k}", (n, k)) for n in range(1, 100, 9) for k in ("plain", "special")]
+    serial = _toy_code_variant().train(train, model="tree", repeats=1, db=str(tmp_path / "s.db"), progress=False)
+    cv = _toy_code_variant()
+    parallel = cv.train(train, model="tree", repeats=1, db=pg_url, progress=False, executor="ray")
+    assert parallel.labels == serial.labels
+    assert sorted(map(str, parallel.failures)) == sorted(map(str, serial.failures))
+    rows, dups = _key_stats(pg_url)
+    assert rows == len(train) * 4 and dups == 0  # every input x variant once, failures included
+    with Store(str(tmp_path / "s.db")) as s, Store(pg_url) as p:
+        key = {(r.config["variant"], r.status, r.observers.get("work")) for r in s.results()}
+        assert key == {(r.config["variant"], r.status, r.observers.get("work")) for r in p.results()}
+    assert cv.select(50, "special").variant == "special"

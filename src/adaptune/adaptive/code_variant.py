@@ -144,6 +144,16 @@ class CodeVariant:
         self._local = threading.local()
         self.last_training: TrainReport | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (for labelling on other processes or Ray workers): the per-thread feature state stays."""
+        state = dict(self.__dict__)
+        state.pop("_local", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._local = threading.local()
+
     # ------------------------------------------------------------------------------ registration
 
     def variant(self, fn: Callable[..., Any] | None = None, *, name: str | None = None, default: bool = False,
@@ -398,13 +408,14 @@ class CodeVariant:
               target: float | None = None, holdout: Iterable[Any] | Mapping[str, Any] | None = None,
               db: Any = None, repeats: int = 7, warmup: int = 1, min_sample_ms: float = 1.0,
               max_call_ms: float = math.inf, search_budget: int = 20, seed: int = 0,
-              progress: bool = True) -> TrainReport:
+              progress: bool = True, executor: str | None = None, address: str | None = None) -> TrainReport:
         """Label training inputs (measured once, stored in ``db``), fit ``model`` and install it.
 
         ``model``: one of ``svm`` (default), ``tree``, ``knn``, ``cost``, ``forest``, ``boosting``, or
         ``auto`` (best cross-validated fraction of oracle). ``active=N``: label at most N inputs, chosen by
         best-vs-second-best margin (Nitro's ``itune``); ``target`` stops earlier once the fraction of oracle
-        on ``holdout`` reaches it.
+        on ``holdout`` reaches it. ``executor="ray"``: the inputs are labelled in parallel on Ray tasks (a
+        cluster at ``address``, else a local one; docs/distributed.md), one input per task.
         """
         import time
 
@@ -424,7 +435,8 @@ class CodeVariant:
         options = MeasureOptions(repeats=repeats, warmup=warmup, min_sample_ms=min_sample_ms,
                                  max_call_ms=max_call_ms, verify=bool(self.verify))
         lset = LabelledSet(self, pool, cache, options, search_budget=search_budget, seed=seed,
-                           progress=progress, description=f"{self.name}: labelling")
+                           progress=progress, description=f"{self.name}: labelling", executor=executor,
+                           address=address)
         curve = None
         if active:
             held = None

@@ -29,7 +29,11 @@ class LabelledSet:
 
     def __init__(self, cv: CodeVariant, inputs: Sequence[Input], cache: Any, options: MeasureOptions,
                  *, labels: Sequence[Label] | None = None, search_budget: int = 20, seed: int = 0,
-                 progress: bool = True, description: str = "labelling") -> None:
+                 progress: bool = True, description: str = "labelling", executor: str | None = None,
+                 address: str | None = None) -> None:
+        if executor not in (None, "ray"):
+            raise ValueError(f"executor must be None or 'ray', got {executor!r}")
+        self.executor, self.address = executor, address
         self.cv = cv
         self.inputs = list(inputs)
         self.cache = cache
@@ -87,6 +91,30 @@ class LabelledSet:
             self.cache.put(name, lab, res)
             self.measured_now += 1
 
+    def _measure_on_ray(self, rows: Sequence[int]) -> None:
+        """The candidate labels of every row measured at once on Ray tasks (one input per task); stored as
+        they arrive. Searches of variants with a Space stay in the driver (each is a sequence of asks)."""
+        from adaptune.adaptive.labelling import measure_labels
+        from adaptune.distributed.tasks import ray_map
+
+        jobs, job_rows = [], []
+        for row in rows:
+            args = self._args_with_features(row)
+            known = self.results[row]
+            missing = [lab for lab in self.labels if lab not in known]
+            stored = self.cache.get_many(self.inputs[row].name, missing) if missing else {}
+            known.update(stored)
+            missing = [lab for lab in missing if lab not in stored]
+            if missing:
+                jobs.append((self.cv, args, missing, self.options))
+                job_rows.append(row)
+        for k, measured in ray_map(measure_labels, jobs, address=self.address):
+            row = job_rows[k]
+            for lab, res in measured.items():
+                self.results[row][lab] = res
+                self.cache.put(self.inputs[row].name, lab, res)
+                self.measured_now += 1
+
     def _search(self, row: int, args: tuple[Any, ...]) -> list[Label]:
         """Best configuration of each variant with a Space on this input."""
         from adaptune.search import make_strategy  # only variants with a Space need the search layer
@@ -117,6 +145,8 @@ class LabelledSet:
         are searched too (their oracle must be honest) but do not add labels a model could predict.
         """
         rows = list(range(len(self.inputs)) if rows is None else rows)
+        if self.executor == "ray":
+            self._measure_on_ray(rows)
         with self._progress(len(rows)) as bar:
             for row in rows:
                 args = self._args_with_features(row)
