@@ -180,21 +180,21 @@ def _fraction_curve(trace_values: np.ndarray, optimum: float, n: int) -> np.ndar
     return frac[:n]
 
 
-def _replay_one(args: tuple) -> dict:
-    path, variants, repeats, max_evals = args
+_REPLAYS: dict[str, object] = {}  # per worker process: each recorded space is parsed once
+
+
+def _replay_chunk(args: tuple) -> tuple[str, str, int, list[list[float]]]:
+    """One space x variant x a few seeds: the fraction-of-optimum curves (a unit of parallel work)."""
+    path, label, n_parallel, opts, seeds, max_evals = args
     from adaptune.search.base import Budget
     from adaptune.search.replay import Replay
 
-    rp = Replay.from_file(path)
-    out = {}
-    for label, n_parallel, opts in variants:
-        curves = [_fraction_curve(rp.run("auto", Budget(max_evals=max_evals), seed=s, n_parallel=n_parallel,
-                                         **opts).values, rp.optimum, max_evals) for s in range(repeats)]
-        c = np.asarray(curves)
-        out[label] = {"mean_fraction_per_eval": c.mean(0).round(4).tolist(),
-                      "mean_fraction": float(c.mean()), "final_fraction": float(c[:, -1].mean()),
-                      "final_fraction_sd": float(c[:, -1].std())}
-    return {"space": rp.name, "size": len(rp.space), **out}
+    rp = _REPLAYS.get(path)
+    if rp is None:
+        rp = _REPLAYS[path] = Replay.from_file(path)
+    curves = [_fraction_curve(rp.run("auto", Budget(max_evals=max_evals), seed=s, n_parallel=n_parallel,
+                                     **opts).values, rp.optimum, max_evals).tolist() for s in seeds]
+    return rp.name, label, len(rp.space), curves
 
 
 def bench_replay(repeats: int, max_evals: int, jobs: int) -> dict:
@@ -203,9 +203,23 @@ def bench_replay(repeats: int, max_evals: int, jobs: int) -> dict:
     spaces = sorted((ROOT / "data" / "benchmark_hub" / "convolution_milo").glob("*.json.gz"))
     variants = [("1 worker", 1, {}), ("2 workers, constant liar", 2, {"liar": "min"}),
                 ("2 workers, no liar", 2, {})]
-    tasks = [(str(p), variants, repeats, max_evals) for p in spaces]
+    chunk = 5
+    tasks = [(str(p), label, n, opts, list(range(k, min(k + chunk, repeats))), max_evals)
+             for p in spaces for label, n, opts in variants for k in range(0, repeats, chunk)]
+    by_space: dict[str, dict] = {}
     with ProcessPoolExecutor(jobs) as pool:
-        per_space = list(pool.map(_replay_one, tasks))
+        for name, label, size, curves in pool.map(_replay_chunk, tasks, chunksize=3):
+            entry = by_space.setdefault(name, {"space": name, "size": size})
+            entry.setdefault(label, []).extend(curves)
+    per_space = []
+    for name in sorted(by_space):
+        entry = by_space[name]
+        for label, _, _ in variants:
+            c = np.asarray(entry[label])
+            entry[label] = {"mean_fraction_per_eval": c.mean(0).round(4).tolist(), "mean_fraction": float(c.mean()),
+                            "final_fraction": float(c[:, -1].mean()), "final_fraction_sd": float(c[:, -1].std()),
+                            "repeats": len(c)}
+        per_space.append(entry)
     summary = {}
     for label, _, _ in variants:
         summary[label] = {"mean_fraction": float(np.mean([s[label]["mean_fraction"] for s in per_space])),
@@ -217,10 +231,87 @@ def bench_replay(repeats: int, max_evals: int, jobs: int) -> dict:
             "spaces": per_space}
 
 
+# ------------------------------------------------------------------------------------ report
+def write_report(doc: dict, md: Path, png: Path) -> None:
+    """The markdown summary (and the replay curves as a PNG) from the merged results."""
+    lines = ["# Distributed tuning: parallel workers, shared PostgreSQL store, parallel asks", ""]
+    lines += [f"Headline: speedup_2gpu = {doc.get('speedup_2gpu')}, same_best = {doc.get('same_best')}, "
+              f"lost_rows = {doc.get('lost_rows')}, duplicated_rows = {doc.get('duplicated_rows')} "
+              "(lost/duplicated summed over the PostgreSQL writer runs).", ""]
+    if "gpu" in doc:
+        g = doc["gpu"]
+        lines += [f"## {g['problem']} on 1 vs 2 GPUs ({g['executor']} executor)", "",
+                  f"- {g['date']}, commit {g['commit']}, {g['machine']}; device {g['runs'][0]['device']}",
+                  f"- the same {g['sample']} configurations (a seeded random sample of the {g['space']}-"
+                  "configuration space, every one measured: brute force over the sample), 7 repeats each", "",
+                  "| GPUs | wall (s) | speed-up | evaluated | failed | best (ms) | same best | same configs |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in g["runs"]:
+            lines.append(f"| {r['workers']} | {r['wall_s']:.1f} | {r['speedup']:.2f} | {r['evaluated']} | "
+                         f"{r['failed']} | {r['best_time_ms']:.4f} | {r['same_best']} | {r['same_configs']} |")
+        lines.append("")
+    if "cpu_workers" in doc:
+        c = doc["cpu_workers"]
+        lines += [f"## {c['problem']} on 1 vs 2 PoCL workers ({c['executor']} executor, CPU)", "",
+                  f"- {c['date']}, commit {c['commit']}, {c['machine']}", "",
+                  "| workers | wall (s) | speed-up | evaluated | best (ms) | same best |", "|---|---|---|---|---|---|"]
+        for r in c["runs"]:
+            lines.append(f"| {r['workers']} | {r['wall_s']:.1f} | {r['speedup']:.2f} | {r['evaluated']} | "
+                         f"{r['best_time_ms']:.4f} | {r['same_best']} |")
+        lines.append("")
+    if "store" in doc:
+        st = doc["store"]
+        lines += ["## 4 concurrent writer processes: PostgreSQL vs SQLite", "",
+                  f"- {st['date']}, commit {st['commit']}, {st['machine']}; each writer stores 300 results one "
+                  "transaction each, 100 keys shared by all writers", "",
+                  "| store | writes/s | rows | expected | lost | duplicated | retries | connections killed |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for name, r in st["results"].items():
+            lines.append(f"| {name} | {r['writes_per_s']:.0f} | {r['rows']} | {r['expected_rows']} | "
+                         f"{r['lost_rows']} | {r['duplicated_rows']} | {r['retries']} | {r['connections_killed']} |")
+        lines.append("")
+    if "replay" in doc:
+        rp = doc["replay"]
+        labels = list(rp["summary"])
+        lines += [f"## auto with 2 asks in flight vs 1 (replay, {rp['repeats']} repeats, {rp['max_evals']} "
+                  "evaluations)", "", f"- {rp['date']}, commit {rp['commit']}, {rp['machine']}",
+                  "- cell: mean fraction of optimum over evaluations 1..N (area under the curve) / at N", "",
+                  "| space | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+        for sp in rp["spaces"]:
+            lines.append(f"| {sp['space']} | " + " | ".join(
+                f"{sp[lab]['mean_fraction']:.3f} / {sp[lab]['final_fraction']:.3f}" for lab in labels) + " |")
+        lines.append("| mean | " + " | ".join(f"{rp['summary'][lab]['mean_fraction']:.3f} / "
+                                               f"{rp['summary'][lab]['final_fraction']:.3f}" for lab in labels) + " |")
+        lines.append("")
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+
+            fig, axes = plt.subplots(1, len(rp["spaces"]), figsize=(3 * len(rp["spaces"]), 3), sharey=True)
+            for ax, sp in zip(np.atleast_1d(axes), rp["spaces"], strict=True):
+                for lab in labels:
+                    ax.plot(np.arange(1, rp["max_evals"] + 1), sp[lab]["mean_fraction_per_eval"], label=lab)
+                ax.set_title(sp["space"].split("/")[-1], fontsize=9)
+                ax.set_xlabel("evaluations")
+            np.atleast_1d(axes)[0].set_ylabel("fraction of optimum")
+            np.atleast_1d(axes)[0].legend(fontsize=7)
+            fig.tight_layout()
+            fig.savefig(png, dpi=100)
+            lines.append(f"![fraction of optimum per evaluation]({png.name})")
+        except Exception as exc:  # the plot is a convenience; the numbers above are the result
+            lines.append(f"(plot failed: {exc})")
+    errors = {k: v for k, v in doc.items() if k.endswith("_error")}
+    for k, v in errors.items():
+        lines += [f"- {k}: {v['error']}"]
+    md.write_text("\n".join(lines) + "\n")
+
+
 # ------------------------------------------------------------------------------------ main
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=("cpu", "store", "workers", "replay", "gpu"))
+    ap.add_argument("part", choices=("cpu", "store", "workers", "replay", "gpu", "report"))
     ap.add_argument("--out", default=str(RESULTS / "distributed.json"))
     ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--max-evals", type=int, default=100)
@@ -230,6 +321,9 @@ def main() -> int:
     args = ap.parse_args()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.part == "report":
+        write_report(json.loads(out.read_text()), out.with_suffix(".md"), out.with_suffix(".png"))
+        return 0
     parts = {"cpu": ("store", "workers")}.get(args.part, (args.part,))
     for part in parts:
         print(f"== {part}", flush=True)
@@ -260,7 +354,7 @@ def main() -> int:
                         import ray
 
                         ray.init(num_cpus=8, num_gpus=2, include_dashboard=False, log_to_driver=False,
-                                 object_store_memory=300 * 2**20)
+                                 object_store_memory=2 * 2**30)
                 except Exception as exc:  # no Ray on this machine: local threads, said so in the results
                     print(f"  Ray unavailable ({exc}); local threads instead", flush=True)
                     use_ray = False

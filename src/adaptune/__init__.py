@@ -34,6 +34,9 @@ _LAZY: dict[str, str] = {
     # adaptive selection
     "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
     "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",
+    # distributed (Ray executors, a throw-away PostgreSQL server)
+    "RayExecutor": "adaptune.distributed", "LocalExecutor": "adaptune.distributed",
+    "local_postgres": "adaptune.distributed",
 }
 
 __all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]

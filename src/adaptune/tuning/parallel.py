@@ -78,7 +78,10 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
     total = sum(min(len(space), max_evals) if max_evals else len(space) for _ in groups)
 
     def over_budget(g: _Group, committed: bool = False) -> bool:
-        n = len(g.results) + (len(g.inflight) + len(g.ready) if committed else 0)
+        """Spent (results) or, with ``committed``, promised: in flight, stored-to-tell and asked ahead."""
+        n = len(g.results)
+        if committed:
+            n += len(g.inflight) + len(g.ready) + sum(len(queued.get(w, ())) for w in g.workers)
         return bool((max_evals and n >= max_evals) or (max_seconds and time.perf_counter() - start >= max_seconds))
 
     def next_index(g: _Group) -> int | None:
@@ -113,9 +116,7 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
                     executor.submit(w, config, g.best_ms if math.isfinite(g.best_ms) else None)
                     idle.discard(w)
                     continue
-                if over_budget(g, committed=True):
-                    continue
-                while len(queued[w]) < 1 + prefetch:
+                while len(queued[w]) < 1 + prefetch:  # new asks within the budget (next_index checks it)
                     i = next_index(g)
                     if i is None:
                         break
