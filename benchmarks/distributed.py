@@ -44,7 +44,7 @@ def _commit() -> str:
 def _host() -> dict:
     return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": _commit(),
             "machine": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs",
-            "python": platform.python_version()}
+            "python": platform.python_version(), "load_average_1min": round(os.getloadavg()[0], 2)}
 
 
 def _merge(out: Path, part: str, data: dict) -> None:
@@ -138,7 +138,9 @@ def _writers(url: str, n_writers: int, n: int, shared: int, kill_every_s: float 
     writes = n_writers * n
     return {"writers": n_writers, "writes": writes, "rows": rows, "expected_rows": len(expected),
             "lost_rows": len(expected - keys), "duplicated_rows": rows - len(keys),
-            "wall_s": wall, "writes_per_s": writes / wall,
+            "wall_s": wall,  # includes starting 4 Python processes
+            # throughput while writing: all writes over the longest writer's own writing time
+            "writes_per_s": writes / max(s["seconds"] for s in stats) if stats else None,
             "mean_writer_s": float(np.mean([s["seconds"] for s in stats])) if stats else None,
             "retries": sum(s["retries"] for s in stats), "connections_killed": kills, "errors": errors}
 
@@ -358,7 +360,16 @@ def main() -> int:
                 except Exception as exc:  # no Ray on this machine: local threads, said so in the results
                     print(f"  Ray unavailable ({exc}); local threads instead", flush=True)
                     use_ray = False
-                data = bench_workers(problem, "cuda", (1, 2), args.sample, 7, 0, use_ray=use_ray)
+                try:
+                    data = bench_workers(problem, "cuda", (1, 2), args.sample, 7, 0, use_ray=use_ray)
+                except Exception as exc:
+                    if not use_ray:
+                        raise
+                    traceback.print_exc()
+                    print(f"  Ray run failed ({exc}); local threads instead", flush=True)
+                    use_ray = False
+                    data = bench_workers(problem, "cuda", (1, 2), args.sample, 7, 0, use_ray=False)
+                    data["ray_error"] = f"{type(exc).__name__}: {exc}"
                 two = data["runs"][1]
                 _merge(out, "gpu", {"problem": problem.name, "space": len(problem.space), "sample": args.sample,
                                     "executor": "ray" if use_ray else "local", **data,

@@ -172,6 +172,13 @@ def test_model_based_strategy_with_two_asks_in_flight(tmp_path):
     assert len({problem.space.key(r.config) for r in auto.results}) == 8  # nothing asked twice
 
 
+def test_ray_executor_refuses_more_workers_than_the_cluster_can_place(ray_cluster):
+    from adaptune.measure import MeasureSettings
+
+    with pytest.raises(RuntimeError, match="cannot place 64 measurement workers"):
+        RayExecutor(n_workers=64).start(CallableSpec(lambda config: None), "python", MeasureSettings())
+
+
 def _sleepy_problem(n: int = 10, sleep_s: float = 0.4) -> Problem:
     def sleepy(config, *args):
         import time as _t

@@ -218,8 +218,8 @@ class RayExecutor(Executor):
             return
         opts: dict[str, Any] = {"ignore_reinit_error": True, "include_dashboard": False,
                                 "log_to_driver": False, **self.init_options}
-        if self.address is None:
-            opts.setdefault("num_cpus", self.num_cpus or max(1, self.requested or 1))
+        if self.address is None:  # logical CPUs: enough for every actor even on a small machine
+            opts.setdefault("num_cpus", self.num_cpus or max(os.cpu_count() or 1, self.requested or 1))
         else:
             opts["address"] = self.address
         # the driver's source folder travels with the workers of a local cluster (they import adaptune)
@@ -238,11 +238,17 @@ class RayExecutor(Executor):
             if n < 1:
                 raise RuntimeError(f"the Ray cluster has no GPU for the {backend} backend "
                                    f"(resources: {ray.cluster_resources()})")
+        have = ray.cluster_resources()
+        need = {"CPU": float(n), "GPU": float(n * gpus)}
+        short = {k: (have.get(k, 0.0), v) for k, v in need.items() if v and have.get(k, 0.0) < v}
+        if short:  # Ray would wait forever for resources that do not exist
+            raise RuntimeError(f"the Ray cluster cannot place {n} measurement workers: " + ", ".join(
+                f"{k}: {h:g} in the cluster, {v:g} needed" for k, (h, v) in short.items()))
         actor = ray.remote(_MeasureActor).options(num_cpus=1, num_gpus=gpus, max_restarts=self.max_restarts,
                                                   max_task_retries=0)
         device = 0 if gpus else self.device  # Ray narrows CUDA_VISIBLE_DEVICES to the actor's GPU
-        spec_ref = ray.put(spec)
-        self._actors = [actor.remote(spec_ref, backend, settings, device) for _ in range(n)]
+        self._spec_ref = ray.put(spec)  # kept alive: Ray rebuilds a restarted actor from it
+        self._actors = [actor.remote(self._spec_ref, backend, settings, device) for _ in range(n)]
         infos = ray.get([a.device_info.remote() for a in self._actors])
         self.pids = ray.get([a.pid.remote() for a in self._actors])
         return infos
