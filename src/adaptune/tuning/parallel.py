@@ -70,7 +70,7 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
                                                                 input_id=input_id)}
         groups.append(_Group(info, workers, make_strategy(strategy, space, seed=seed, **opts), ids, stored))
     if prefetch is None:
-        prefetch = 1 if strategy in ("brute_force", "random") else 0
+        prefetch = 4 if strategy in ("brute_force", "random") else 0  # asks that learn nothing: compile ahead
     owner = {w: g for g in groups for w in g.workers}
     idle = {w for g in groups for w in g.workers}
     attempts: dict[tuple[int, str], int] = {}
