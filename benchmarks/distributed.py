@@ -324,7 +324,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--max-evals", type=int, default=100)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--sample", type=int, default=300, help="gpu: configurations measured per run")
+    ap.add_argument("--sample", type=int, default=1000, help="gpu: configurations measured per run")
     ap.add_argument("--local", action="store_true", help="gpu/workers: local threads instead of Ray")
     args = ap.parse_args()
     out = Path(args.out)
