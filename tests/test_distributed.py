@@ -209,6 +209,24 @@ def test_actor_killed_mid_measurement_loses_and_duplicates_nothing(ray_cluster, 
     assert _key_stats(pg_url) == (len(problem.space), 0)
 
 
+def test_crashing_kernel_costs_one_record_not_the_actor(ray_cluster, pg_url):
+    def crashes_on_3(config, *args):
+        import os as _os
+
+        if config["x"] == 3:
+            _os._exit(7)  # the measurement worker process dies, as with a kernel that segfaults
+        return None
+
+    problem = Problem("crashy", CallableSpec(crashes_on_3), Space({"x": list(range(6))}))
+    executor = RayExecutor(n_workers=2)
+    report = tune(problem, "brute_force", repeats=1, warmup=0, verify=False, backend="python", db=pg_url,
+                  progress=False, executor=executor)
+    bad = [r for r in report.results if not r.ok]
+    assert [r.config for r in bad] == [{"x": 3}] and bad[0].status == Status.LAUNCH_ERROR
+    assert executor.lost == 0  # the actors lived: only their measurement worker process was respawned
+    assert _key_stats(pg_url) == (6, 0)
+
+
 DRIVER = textwrap.dedent("""
     import json, sys
     from adaptune.measure import CallableSpec
