@@ -283,7 +283,12 @@ def write_report(doc: dict, md: Path, png: Path) -> None:
         labels = list(rp["summary"])
         lines += [f"## auto with 2 asks in flight vs 1 (replay, {rp['repeats']} repeats, {rp['max_evals']} "
                   "evaluations)", "", f"- {rp['date']}, commit {rp['commit']}, {rp['machine']}",
-                  "- cell: mean fraction of optimum over evaluations 1..N (area under the curve) / at N", "",
+                  "- cell: mean fraction of optimum over evaluations 1..N (area under the curve) / at N",
+                  "- spread: standard deviation of the fraction at N over the repeats, per space and variant: "
+                  + ", ".join(f"{min(s[lab]['final_fraction_sd'] for s in rp['spaces']):.3f}.."
+                              f"{max(s[lab]['final_fraction_sd'] for s in rp['spaces']):.3f} ({lab})"
+                              for lab in labels),
+                  f"- {rp.get('note', '')}", "",
                   "| space | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
         for sp in rp["spaces"]:
             lines.append(f"| {sp['space']} | " + " | ".join(
