@@ -60,7 +60,8 @@ def _merge(out: Path, part: str, data: dict) -> None:
 
 # ------------------------------------------------------------------------------------ parallel measuring
 def bench_workers(problem, backend: str, counts: tuple[int, ...], max_evals: int | None, repeats: int,
-                  seed: int, address: str | None = None, use_ray: bool = True) -> dict:
+                  seed: int, address: str | None = None, use_ray: bool = True,
+                  max_seconds: float | None = None, partial=None) -> dict:
     """The same fixed set of configurations (seeded random order, all of them or ``max_evals``) measured on
     1, 2, ... workers: wall time, speed-up, and whether the best configuration is the same."""
     from adaptune.tuning import tune
@@ -70,7 +71,7 @@ def bench_workers(problem, backend: str, counts: tuple[int, ...], max_evals: int
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             rep = tune(problem, "random", max_evals=max_evals, repeats=repeats, backend=backend,
-                       db=str(Path(tmp) / "w.db"), seed=seed, progress=False,
+                       db=str(Path(tmp) / "w.db"), seed=seed, progress=False, max_seconds=max_seconds,
                        executor="ray" if use_ray else "local", n_parallel=n, address=address)
             wall = time.perf_counter() - t0
         keys = sorted(problem.space.key(r.config) for r in rep.results)
@@ -78,8 +79,11 @@ def bench_workers(problem, backend: str, counts: tuple[int, ...], max_evals: int
                      "best": rep.best, "best_time_ms": rep.best_time_ms, "device": rep.device.name,
                      "kinds": 1 + len(rep.others), "configs_hash": hash(tuple(keys)) & 0xFFFFFFFF,
                      "times": {problem.space.key(r.config): r.time_ms for r in rep.results if r.ok}})
+        runs[-1]["capped"] = bool(max_evals and rep.evaluated < max_evals)  # max_seconds ended it first
         print(f"  {n} worker(s): {wall:.1f} s, {rep.evaluated} evaluated, best {rep.best_time_ms:.4f} ms "
               f"{rep.best}", flush=True)
+        if partial is not None:  # a run that is killed later must not take this one with it
+            partial({"runs_so_far": [{k: v for k, v in r.items() if k != "times"} for r in runs]})
     base = runs[0]
     for r in runs:
         r["speedup"] = base["wall_s"] / r["wall_s"]
@@ -252,6 +256,10 @@ def write_report(doc: dict, md: Path, png: Path) -> None:
             lines.append(f"| {r['workers']} | {r['wall_s']:.1f} | {r['speedup']:.2f} | {r['evaluated']} | "
                          f"{r['failed']} | {r['best_time_ms']:.4f} | {r['same_best']} | {r['same_configs']} |")
         lines.append("")
+    if "gpu_attempt" in doc and "gpu" not in doc:
+        g = doc["gpu_attempt"]
+        lines += ["## 2 GPUs: not measured", "", f"- {g['date']}, commit {g['commit']}, {g['machine']}",
+                  f"- {g['outcome']}", f"- log: {g['log']}", ""]
     if "cpu_workers" in doc:
         c = doc["cpu_workers"]
         lines += [f"## {c['problem']} on 1 vs 2 PoCL workers ({c['executor']} executor, CPU)", "",
@@ -329,7 +337,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--max-evals", type=int, default=100)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--sample", type=int, default=1000, help="gpu: configurations measured per run")
+    ap.add_argument("--sample", type=int, default=150, help="gpu: configurations measured per run")
+    ap.add_argument("--max-seconds", type=float, default=None,
+                    help="gpu: end a run after this long (then the runs measured different sets: see 'capped')")
     ap.add_argument("--local", action="store_true", help="gpu/workers: local threads instead of Ray")
     args = ap.parse_args()
     out = Path(args.out)
@@ -371,17 +381,24 @@ def main() -> int:
                 except Exception as exc:  # no Ray on this machine: local threads, said so in the results
                     print(f"  Ray unavailable ({exc}); local threads instead", flush=True)
                     use_ray = False
+                def partial(d: dict) -> None:
+                    _merge(out, "gpu_partial", d)
+
                 try:
-                    data = bench_workers(problem, "cuda", (1, 2), args.sample, 7, 0, use_ray=use_ray)
+                    data = bench_workers(problem, "cuda", (1, 2), args.sample, 7, 0, use_ray=use_ray,
+                                         max_seconds=args.max_seconds, partial=partial)
                 except Exception as exc:
                     if not use_ray:
                         raise
                     traceback.print_exc()
                     print(f"  Ray run failed ({exc}); local threads instead", flush=True)
                     use_ray = False
-                    data = bench_workers(problem, "cuda", (1, 2), args.sample, 7, 0, use_ray=False)
+                    data = bench_workers(problem, "cuda", (1, 2), args.sample, 7, 0, use_ray=False,
+                                         max_seconds=args.max_seconds, partial=partial)
                     data["ray_error"] = f"{type(exc).__name__}: {exc}"
                 two = data["runs"][1]
+                if two.get("capped") or data["runs"][0].get("capped"):
+                    two["same_best"] = None  # different sets of configurations: no comparison of bests
                 _merge(out, "gpu", {"problem": problem.name, "space": len(problem.space), "sample": args.sample,
                                     "executor": "ray" if use_ray else "local", **data,
                                     "speedup_2gpu": two["speedup"], "same_best": two["same_best"]})

@@ -15,7 +15,7 @@ export PYTHONPATH=$PWD/src:/tmp/ray_site:/tmp/whl_site
 echo "setup $(( $(date +%s) - t0 )) s"
 nvidia-smi -L
 python3 -c "import ray, sqlalchemy; print('ray', ray.__version__, 'sqlalchemy', sqlalchemy.__version__)"
-timeout 240 python3 benchmarks/distributed.py gpu --sample ${SAMPLE:-1000} --out "$OUT/distributed.json"
+timeout 240 python3 benchmarks/distributed.py gpu --sample ${SAMPLE:-150} --max-seconds ${MAX_SECONDS:-100} --out "$OUT/distributed.json"
 echo "gpu part done at $(( $(date +%s) - t0 )) s"
 [ "${REPLAY:-0}" = 1 ] && timeout 100 python3 benchmarks/distributed.py replay --jobs 30 --repeats 25 --max-evals 100 --out "$OUT/distributed.json"
 echo "all done at $(( $(date +%s) - t0 )) s"
