@@ -183,10 +183,10 @@ def pareto(results: Sequence[Result], x: str = "time", y: str = "energy") -> lis
     return [results[int(i)] for i in pareto_front(pts)]
 
 
-def energy_vs_time(results: Sequence[Result]) -> dict[str, Any]:
+def energy_vs_time(results: Sequence[Result], energy: str | Objective = "energy") -> dict[str, Any]:
     """The time-optimal and the energy-optimal configuration side by side, with the energy saved."""
-    t_best, e_best = best(results, "time"), best(results, "energy")
-    e = OBJECTIVES["energy"]
+    e = objective(energy)
+    t_best, e_best = best(results, "time"), best(results, e)
     e_t, e_e = e(t_best), e(e_best)
     return {
         "time_optimal": {"config": t_best.config, "time_ms": t_best.time_ms, "energy_per_call_j": e_t,
