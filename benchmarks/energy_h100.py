@@ -64,7 +64,7 @@ def part_a(args, out: dict, energy) -> list[dict]:  # type: ignore[no-untyped-de
         prob = conv.make_problem_cuda(4096, 15)
     log(f"A: {prob.name}, {len(prob.space)} valid configurations, {args.evals} random, {args.repeats} repeats")
     db = Path(args.out) / "energy_h100.db"
-    rep = tune(prob, "random", max_evals=args.evals, repeats=args.repeats, backend=args.backend, db=str(db),
+    rep = tune(prob, "random", max_evals=args.evals, max_seconds=args.max_seconds, repeats=args.repeats, backend=args.backend, db=str(db),
                seed=1, progress=False, observers=() if args.smoke else ("nvml",), discard_factor=None,
                timeout_s=20.0)
     results = [r for r in rep.results if r.ok]
@@ -213,6 +213,8 @@ def main() -> None:
     ap.add_argument("--evals", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=64)
     ap.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "benchmarks" / "results")))
+    ap.add_argument("--max-seconds", type=float, default=None, help="time budget of the tuning run (part A)")
+    ap.add_argument("--skip-b", action="store_true", help="part A only")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
     args.backend = "opencl" if args.smoke else "cuda"
@@ -227,7 +229,7 @@ def main() -> None:
     except Exception:
         out["errors"].append(traceback.format_exc())
         log(out["errors"][-1])
-    if labels:
+    if labels and not args.skip_b:
         try:
             part_b(args, out, labels, energy)
         except Exception:

@@ -41,8 +41,9 @@ ENERGY_PER_CALL_ALIASES = ("nvml_energy", "energy", "ps_energy")
 def metrics(result: Result) -> dict[str, float]:
     """The numbers one measurement offers to objectives: time_ms, the observers' readings, numeric
     configuration values, and the derived ``power_w`` / ``energy_per_call_j`` under one name whatever
-    observer recorded them (adaptune's NVML counter, or Kernel Tuner's ``nvml_power``/``nvml_energy``;
-    with power alone, energy per call = power x time)."""
+    observer recorded them (adaptune's NVML counter; when it did not advance, the sampled power
+    integrated over the window; Kernel Tuner's ``nvml_power``/``nvml_energy``; with power alone,
+    energy per call = power x time)."""
     out: dict[str, float] = {}
     for k, v in {**(result.config or {}), **(result.observers or {})}.items():
         if isinstance(v, bool | int | float | np.integer | np.floating):
@@ -62,7 +63,9 @@ def metrics(result: Result) -> dict[str, float]:
                 out["energy_per_call_j"] = out[k]
                 break
         else:
-            if "power_w" in out:
+            if out.get("energy_sampled_j", 0.0) > 0:  # adaptune's sampled power integrated over the window
+                out["energy_per_call_j"] = out["energy_sampled_j"] / runs
+            elif "power_w" in out:
                 out["energy_per_call_j"] = out["power_w"] * out["time_ms"] / 1e3
     return out
 
