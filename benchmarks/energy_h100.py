@@ -100,7 +100,7 @@ def part_a(args, out: dict, energy) -> list[dict]:  # type: ignore[no-untyped-de
     edp = values(results, OBJECTIVES["edp"] if not args.smoke else energy)
     a["edp_optimal"] = results[int(np.argmin(edp))].config
     plot_pareto(results, Path(args.out) / "energy_h100_pareto.png", "time", energy,
-                title=f"{prob.name} on {rep.device}: {len(results)} configurations")
+                title=f"{prob.name} on {a['device']}: {len(results)} configurations")
     store = Store(db)
     try:
         rec = RecordedSpace.from_store(store)
