@@ -34,6 +34,13 @@ _LAZY: dict[str, str] = {
     # adaptive selection
     "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
     "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",
+    # transfer to unseen devices, objectives other than time, clocks (docs/transfer.md)
+    "ConfigTransfer": "adaptune.adaptive.transfer", "DeviceSpace": "adaptune.adaptive.transfer",
+    "MTLSelector": "adaptune.adaptive.transfer", "cv_dfs": "adaptune.adaptive.transfer",
+    "p_dfs": "adaptune.adaptive.transfer", "features_from_info": "adaptune.adaptive.device_features",
+    "OBJECTIVES": "adaptune.adaptive.objectives", "objective": "adaptune.adaptive.objectives",
+    "pareto": "adaptune.adaptive.objectives", "energy_vs_time": "adaptune.adaptive.objectives",
+    "select_clock": "adaptune.adaptive.clocks",
 }
 
 __all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]
