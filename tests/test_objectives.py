@@ -157,9 +157,19 @@ def test_energy_is_stored_exported_and_shown(tmp_path):
     assert "b=8" not in out.stdout  # dominated by b=1
     assert "saves 50.0 % energy" in out.stdout
     assert png.read_bytes()[:4] == b"\x89PNG"
-    bad = subprocess.run([sys.executable, "-m", "adaptune", "show", "--db", str(db), "--pareto", "--objectives",
-                          "time,peak_power,edp"], capture_output=True, text=True, timeout=120)
-    assert bad.returncode != 0 and "two objectives" in bad.stderr
+
+
+def test_show_pareto_refuses_bad_objectives(tmp_path, capsys):
+    from adaptune.cli import main
+
+    db = tmp_path / "kt.db"
+    assert main(["import", str(CLOCKS), "--db", str(db)]) == 0
+    assert main(["show", "--db", str(db), "--pareto", "--objectives", "time,peak_power,edp"]) == 2
+    assert "two objectives" in capsys.readouterr().err
+    assert main(["show", "--db", str(db), "--pareto", "--objectives", "time,peak_power"]) == 2
+    assert "needs power_peak_w" in capsys.readouterr().err  # Kernel Tuner recorded average power only
+    assert main(["show", "--db", str(db), "--pareto", "--objectives", "time,power"]) == 0
+    assert "nvml_gr_clock=405" in capsys.readouterr().out  # lowest power, slowest: on the front
 
 
 def test_nvml_observer_reads_energy_and_peak_power_on_an_nvidia_gpu():
