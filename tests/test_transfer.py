@@ -72,6 +72,17 @@ def test_features_from_a_live_opencl_device():
     assert g["vendor_nvidia"] == 1.0 and g["l2_kb"] == 51200 and g["compute_units"] == 132
 
 
+def test_copy_bandwidth_of_the_opencl_device(tmp_path):
+    pytest.importorskip("pyopencl")
+    from adaptune.adaptive.device_features import copy_bandwidth_gbs
+
+    gbs = cached_bandwidth("pocl", lambda: copy_bandwidth_gbs("opencl", 0, nbytes=8 << 20, repeats=3),
+                           tmp_path / "bw.json")
+    assert 0.1 < gbs < 10_000
+    with pytest.raises(ValueError, match="backend must be"):
+        copy_bandwidth_gbs("metal")
+
+
 def test_cached_bandwidth_measures_once(tmp_path):
     calls = []
 

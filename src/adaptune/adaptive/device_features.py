@@ -147,3 +147,46 @@ def cached_bandwidth(key: str, measure: Any, cache: str | Path | None = None) ->
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(known, indent=1, sort_keys=True))
     return known[key]
+
+
+def copy_bandwidth_gbs(backend: str = "opencl", device: int | str = 0, nbytes: int = 64 << 20,
+                       repeats: int = 5) -> float:
+    """Device-to-device copy bandwidth in GB/s, bytes read plus written (median of ``repeats``), through
+    the backend's own runtime; pass the result to ``features_from_info(..., bandwidth_gbs=)``, or measure
+    it once per device with ``cached_bandwidth(key, lambda: copy_bandwidth_gbs(...))``."""
+    import statistics
+
+    times: list[float] = []
+    if backend == "cuda":
+        import cupy as cp
+
+        with cp.cuda.Device(int(device)):
+            a = cp.ones(nbytes // 4, dtype=cp.float32)
+            b = cp.empty_like(a)
+            for _ in range(repeats + 1):
+                start, end = cp.cuda.Event(), cp.cuda.Event()
+                start.record()
+                cp.copyto(b, a)
+                end.record()
+                end.synchronize()
+                times.append(cp.cuda.get_elapsed_time(start, end) / 1e3)
+    elif backend == "opencl":
+        import pyopencl as cl
+
+        from adaptune.backends.opencl import select_device
+
+        _, dev = select_device(device)
+        ctx = cl.Context([dev])
+        queue = cl.CommandQueue(ctx, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        mf = cl.mem_flags
+        a = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
+        b = cl.Buffer(ctx, mf.READ_WRITE, nbytes)
+        cl.enqueue_fill_buffer(queue, a, b"\x01", 0, nbytes).wait()
+        for _ in range(repeats + 1):
+            ev = cl.enqueue_copy(queue, b, a, byte_count=nbytes)
+            ev.wait()
+            times.append((ev.profile.end - ev.profile.start) / 1e9)
+    else:
+        raise ValueError(f"copy_bandwidth_gbs: backend must be 'cuda' or 'opencl', got {backend!r}")
+    seconds = statistics.median(times[1:])  # the first copy pays first-touch costs
+    return 2 * nbytes / seconds / 1e9
