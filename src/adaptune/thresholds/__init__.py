@@ -1,0 +1,1 @@
+"""Threshold tuning over multi-versioned code (Futhark's incremental flattening; seed 003)."""
