@@ -1,0 +1,115 @@
+"""Run times per (dataset, executed path): measured once, live, then replayed to every tuner.
+
+A program's run time on a dataset depends only on which comparisons it made and how they came out (the
+path), so one measurement per (dataset, path) serves every assignment that takes that path. ``PathTimes``
+keeps those samples, measures a missing path when it has a live ``measure`` function, and saves/loads them
+as JSON so the tuners can be replayed on timings recorded elsewhere (the H100).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from adaptune.thresholds.model import Assignment, ThresholdModel, enumerate_exact
+
+Measure = Callable[[str, Assignment], list[float]]
+PathKey = tuple[str, tuple[tuple[int, ...], ...]]
+
+
+class PathNotRecorded(KeyError):
+    """A replayed tuner reached a (dataset, path) that was never measured."""
+
+
+class PathTimes:
+    """Samples (ms) per (dataset, path); ``measure(dataset, assignment)`` fills a missing one when given."""
+
+    def __init__(self, model: ThresholdModel, measure: Measure | None = None) -> None:
+        self.model = model
+        self.measure = measure
+        self.table: dict[PathKey, list[float]] = {}
+        self.versions: dict[PathKey, Assignment] = {}
+        self.measure_wall_s = 0.0
+
+    def key(self, dataset: str, assignment: Mapping[str, int]) -> PathKey:
+        return dataset, self.model.dataset_signature(dataset, assignment)
+
+    def samples(self, dataset: str, assignment: Mapping[str, int]) -> list[float]:
+        key = self.key(dataset, assignment)
+        found = self.table.get(key)
+        if found is not None:
+            return found
+        if self.measure is None:
+            raise PathNotRecorded(f"no recorded timing for dataset {dataset!r} on path {key[1]}")
+        t0 = time.perf_counter()
+        found = [float(x) for x in self.measure(dataset, self.model.complete(assignment))]
+        self.measure_wall_s += time.perf_counter() - t0
+        if not found:
+            raise ValueError(f"measuring {dataset!r} returned no samples")
+        self.table[key] = found
+        self.versions[key] = self.model.complete(assignment)
+        return found
+
+    def mean(self, dataset: str, assignment: Mapping[str, int]) -> float:
+        s = self.samples(dataset, assignment)
+        return sum(s) / len(s)
+
+    def total(self, assignment: Mapping[str, int], datasets: Iterable[str] | None = None) -> float:
+        """Sum over datasets of the mean run time (ms): what the tuners minimise."""
+        return sum(self.mean(d, assignment) for d in (datasets or self.model.datasets))
+
+    def record_every_path(self, datasets: Iterable[str] | None = None, progress: Callable[[str, int], None]
+                          | None = None) -> int:
+        """Measure every distinct path of each dataset (enumerated exactly, per dataset); returns the count."""
+        count = 0
+        for d in datasets or list(self.model.datasets):
+            paths = enumerate_exact(self.model.subset([d]))
+            for a in paths:
+                self.samples(d, a)
+            count += len(paths)
+            if progress is not None:
+                progress(d, len(paths))
+        return count
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entries": [{"dataset": d, "path": [list(f) for f in sig], "samples_ms": s,
+                             "assignment": self.versions.get((d, sig), {})}
+                            for (d, sig), s in self.table.items()]}
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json()))
+
+    @classmethod
+    def from_json(cls, model: ThresholdModel, data: Mapping[str, Any]) -> PathTimes:
+        """Replayed timings (no measuring). Entries of datasets the model lacks are ignored."""
+        out = cls(model)
+        try:
+            entries = data["entries"]
+            for e in entries:
+                if e["dataset"] not in model.datasets:
+                    continue
+                sig = tuple(tuple(int(x) for x in f) for f in e["path"])
+                samples = [float(x) for x in e["samples_ms"]]
+                if not samples:
+                    raise ValueError(f"entry for {e['dataset']!r} has no samples")
+                out.table[(e["dataset"], sig)] = samples
+                out.versions[(e["dataset"], sig)] = {k: int(v) for k, v in e.get("assignment", {}).items()}
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a path-timings file: missing or bad field {exc}") from exc
+        return out
+
+
+def live_measure(program: Any, data: Mapping[str, Any], sync: Callable[[], Any], *, repeats: int = 10,
+                 warmup: int = 1) -> Measure:
+    """Time ``program.run(data[dataset], assignment)`` in this process (wall clock, synchronised)."""
+    from adaptune.measure import time_callable
+
+    def measure(dataset: str, assignment: Assignment) -> list[float]:
+        item = data[dataset]
+        return time_callable(lambda: program.run(item, assignment), repeats=repeats, warmup=warmup, sync=sync,
+                             max_seconds=60.0)
+
+    return measure
