@@ -52,12 +52,20 @@ MATMUL_SETS = {
 }
 # (n, widths) per dataset
 MLP_SETS = {
-    "cuda": {"a": (64, (256, 1024, 1024, 16)), "b": (4096, (64, 64, 64, 64)), "c": (16, (4096, 4096, 256, 16)),
+    "cuda": {"a": (64, (256, 512, 512, 16)), "b": (4096, (64, 64, 64, 64)), "c": (16, (1024, 1024, 128, 16)),
              "d": (40000, (16, 32, 16, 8)), "e": (512, (512, 512, 512, 512))},
     "opencl": {"a": (16, (64, 256, 256, 8)), "b": (1024, (16, 16, 16, 16)), "c": (4, (1024, 512, 64, 4)),
                "d": (33000, (4, 8, 4, 2)), "e": (64, (64, 64, 64, 64))},
 }
 EXHAUSTIVE_LIMIT = 400_000
+
+
+def tuner_datasets(model) -> list[str]:
+    """The datasets the tuner comparison uses: the first ones, as many as exhaustive search can replay."""
+    train = list(model.datasets)
+    while count_seed(model.subset(train).forest, model.subset(train).candidates()) > EXHAUSTIVE_LIMIT:
+        train = train[:-1]
+    return train
 
 
 def log(msg: str) -> None:
@@ -128,8 +136,8 @@ def record(kind: str, repeats: int) -> dict:
             entry["record_s"] = time.perf_counter() - t0
             entry["paths"] = n_paths
             entry["timings"] = times.to_json()
-            # live check of the replayed choices: tune on all datasets (path-memoised, exact), re-time live
-            best = path_exhaustive(model, times, repeats=repeats, limit=3_000_000).best
+            # live check of the replayed choice: tune as phase 2 does (exact, path-memoised), re-time live
+            best = path_exhaustive(model.subset(tuner_datasets(model)), times, repeats=repeats).best
             live = {}
             fresh = PathTimes(model, live_measure(prog, data, device.synchronize, repeats=repeats, warmup=1))
             for d in model.datasets:
@@ -166,9 +174,7 @@ def replay(rec: dict, program_name: str, kind: str, repeats: int, seeds: int, ou
                  "replayed": "every tuner and every tuned/untuned/oracle ms below except *_live_ms is priced from "
                              "the recorded per-(dataset, path) samples; *_live_ms were re-timed live"}
     # which datasets the tuner comparison uses: as many as exhaustive search can handle
-    train = names
-    while count_seed(model.subset(train).forest, model.subset(train).candidates()) > EXHAUSTIVE_LIMIT:
-        train = train[:-1]
+    train = tuner_datasets(model)
     res["tuner_datasets"] = train
     sub = model.subset(train)
     res["counts"] = describe(sub) | {"exact_combinations": len(enumerate_exact(sub, 3_000_000))}
@@ -194,7 +200,10 @@ def replay(rec: dict, program_name: str, kind: str, repeats: int, seeds: int, ou
                      "hillclimb": summarize(hc, best_total),
                      **{f"adaptune:{k}": summarize(v, best_total) for k, v in ad.items()}}
     res["best_total_ms"] = best_total
-    best = ex.best
+    best = pe.best  # same total as exhaustive's; the one phase 1 re-timed live
+    res["tuned_assignment"] = best
+    if "live" in entry:
+        res["live_assignment_matches"] = entry["live"]["assignment"] == best
     write_tuning_file(out_dir / f"{program_name}.fut.tuning", best)
     un = untuned(model, times)
     orc = oracle(model, times)

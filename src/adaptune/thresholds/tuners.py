@@ -42,6 +42,11 @@ class TuneOutcome:
         return asdict(self)
 
 
+def _estimate(samples: Sequence[float], repeats: int) -> float:
+    """Mean of ``repeats`` runs where run r takes recorded sample r (cycling): the exhaustive protocol's value."""
+    return sum(samples[r % len(samples)] for r in range(repeats)) / repeats
+
+
 class _Runner:
     """Charges runs to the cost counters; the r-th run of a path takes its r-th recorded sample."""
 
@@ -64,7 +69,7 @@ class _Runner:
 def _outcome(name: str, model: ThresholdModel, times: PathTimes, best: Mapping[str, int], runner: _Runner,
              t0: float, evaluations: int, stopped_early: int = 0, **extra: Any) -> TuneOutcome:
     full = model.complete(best)
-    per = {d: times.mean(d, full) for d in model.datasets}
+    per = {d: _estimate(times.samples(d, full), runner.repeats) for d in model.datasets}
     return TuneOutcome(name, full, sum(per.values()), per, evaluations, runner.runs, runner.cost_ms / 1e3,
                        time.perf_counter() - t0, stopped_early, extra)
 
@@ -118,7 +123,7 @@ def path_exhaustive(model: ThresholdModel, times: PathTimes, *, repeats: int = 1
             if key not in paid:
                 paid.add(key)
                 runner.dataset_mean(d, combo)
-            total += times.mean(d, combo)
+            total += _estimate(times.samples(d, combo), repeats)
         if total < best_total:
             best_total, best = total, combo
     return _outcome("paths", model, times, best, runner, t0, len(combos), paths_run=len(paid))
@@ -226,7 +231,7 @@ def strategy_search(model: ThresholdModel, times: PathTimes, strategy: str = "au
             if key not in paid:
                 paid.add(key)
                 runner.dataset_mean(d, a)
-            total += times.mean(d, a)
+            total += _estimate(times.samples(d, a), repeats)
         strat.tell(idx, total)
         evals += 1
         if total < best_total:
