@@ -105,8 +105,9 @@ def check_matmul(prog, data: dict, device) -> dict[str, float]:
     return errs
 
 
-def record(kind: str, repeats: int) -> dict:
-    """Phase 1: time every (dataset, path) live; returns the JSON-able timings and checks."""
+def record(kind: str, repeats: int, save=None) -> dict:
+    """Phase 1: time every (dataset, path) live; returns the JSON-able timings and checks.
+    ``save(rec)`` is called after each program so a run cut short keeps what it measured."""
     device = make_device(kind)
     out = {"device": device.name, "kind": kind, "repeats": repeats, "programs": {}}
     for pname, prog, shapes, factory in programs(kind, device):
@@ -149,6 +150,8 @@ def record(kind: str, repeats: int) -> dict:
         except Exception as exc:  # keep the other program's results
             entry["error"] = f"{type(exc).__name__}: {exc}"
             traceback.print_exc()
+        if save is not None:
+            save(out)
     return out
 
 
@@ -271,10 +274,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay:
         rec = json.loads(Path(args.replay).read_text())
     else:
-        rec = record(args.device, args.repeats)
-        rec["meta"] = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                       "host": platform.node(), "python": sys.version.split()[0]}
-        (out / f"timings_{args.device}.json").write_text(json.dumps(rec))
+        meta = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "host": platform.node(), "python": sys.version.split()[0]}
+        target = out / f"timings_{args.device}.json"
+        rec = record(args.device, args.repeats, save=lambda r: target.write_text(json.dumps(r | {"meta": meta})))
+        rec["meta"] = meta
         log(f"wrote {out / f'timings_{args.device}.json'}")
     if args.record_only:
         return 0
