@@ -8,6 +8,7 @@ as JSON so the tuners can be replayed on timings recorded elsewhere (the H100).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptune.thresholds.model import Assignment, ThresholdModel, enumerate_exact
+from adaptune.thresholds.tree import format_print_sizes, parse_print_sizes
 
 Measure = Callable[[str, Assignment], list[float]]
 PathKey = tuple[str, tuple[tuple[int, ...], ...]]
@@ -75,7 +77,8 @@ class PathTimes:
         return count
 
     def to_json(self) -> dict[str, Any]:
-        return {"entries": [{"dataset": d, "path": [list(f) for f in sig], "samples_ms": s,
+        return {"print_sizes": format_print_sizes(self.model.decls), "datasets": self.model.datasets,
+                "entries": [{"dataset": d, "path": [list(f) for f in sig], "samples_ms": s,
                              "assignment": self.versions.get((d, sig), {})}
                             for (d, sig), s in self.table.items()]}
 
@@ -100,6 +103,35 @@ class PathTimes:
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a path-timings file: missing or bad field {exc}") from exc
         return out
+
+
+def model_from_json(data: Mapping[str, Any], multi_parent: str = "refuse") -> ThresholdModel:
+    """The threshold model a timings file was recorded for (its ``print_sizes`` text and flows)."""
+    try:
+        decls = parse_print_sizes(data["print_sizes"])
+        datasets = {str(k): [{str(n): int(v) for n, v in f.items()} for f in flows]
+                    for k, flows in data["datasets"].items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"timings file has no threshold model: missing or bad field {exc}") from exc
+    return ThresholdModel(decls, datasets, multi_parent)
+
+
+def to_store(times: PathTimes, store: Any, device_name: str, program: str, platform: str = "") -> int:
+    """Put every recorded (dataset, path) into an adaptune ``Store``: problem ``thresholds:<program>``, one
+    input per dataset, config = the full threshold assignment that was run. Returns the count."""
+    from adaptune.records import DeviceInfo, Result
+
+    dev = store.device(DeviceInfo(device_name, platform or "unknown"))
+    text = format_print_sizes(times.model.decls)
+    prob = store.problem(f"thresholds:{program}", hashlib.sha256(text.encode()).hexdigest()[:16],
+                         {"thresholds": times.model.names})
+    count = 0
+    for (dataset, _sig), samples in times.table.items():
+        inp = store.input(prob, dataset)
+        config = times.versions.get((dataset, _sig)) or {}
+        store.put(dev, prob, inp, Result.from_samples(dict(config), list(samples)))
+        count += 1
+    return count
 
 
 def live_measure(program: Any, data: Mapping[str, Any], sync: Callable[[], Any], *, repeats: int = 10,
