@@ -34,6 +34,9 @@ _LAZY: dict[str, str] = {
     # adaptive selection
     "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
     "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",
+    # threshold tuning over multi-versioned code (seed 003)
+    "ThresholdProgram": "adaptune.thresholds", "ThresholdModel": "adaptune.thresholds",
+    "parse_print_sizes": "adaptune.thresholds", "PathTimes": "adaptune.thresholds",
 }
 
 __all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]
