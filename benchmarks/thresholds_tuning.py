@@ -184,6 +184,7 @@ def replay(rec: dict, program_name: str, kind: str, repeats: int, seeds: int, ou
     log(f"{program_name}: counts {res['counts']}")
     ex = exhaustive(sub, times, repeats=repeats, early_termination=False)
     exe = exhaustive(sub, times, repeats=repeats, early_termination=True)
+    exo = exhaustive(sub, times, repeats=repeats, early_termination=True, order="incumbent")
     pe = path_exhaustive(sub, times, repeats=repeats)
     best_total = ex.best_total_ms
     assert abs(pe.best_total_ms - best_total) <= 1e-9 * max(1.0, best_total), (pe.best_total_ms, best_total)
@@ -196,15 +197,22 @@ def replay(rec: dict, program_name: str, kind: str, repeats: int, seeds: int, ou
     res["exhaustive_early_s"] = exe.tuning_s
     res["early_termination_saving"] = 1 - exe.tuning_s / ex.tuning_s
     res["early_stopped"] = exe.stopped_early
+    res["exhaustive_early_ordered_s"] = exo.tuning_s
+    res["early_ordered_saving"] = 1 - exo.tuning_s / ex.tuning_s
     res["paths_s"] = pe.tuning_s
     res["hillclimb_s"] = statistics.median(o.tuning_s for o in hc)
     res["adaptune_s"] = statistics.median(o.tuning_s for o in ad["auto"])
-    res["tuners"] = {"exhaustive": ex.to_json(), "exhaustive+early": exe.to_json(), "paths": pe.to_json(),
+    res["tuners"] = {"exhaustive": ex.to_json(), "exhaustive+early": exe.to_json(),
+                     "exhaustive+early+ordered": exo.to_json(), "paths": pe.to_json(),
                      "hillclimb": summarize(hc, best_total),
                      **{f"adaptune:{k}": summarize(v, best_total) for k, v in ad.items()}}
     res["best_total_ms"] = best_total
     best = pe.best  # same total as exhaustive's; the one phase 1 re-timed live
     res["tuned_assignment"] = best
+    pe_all = pe if train == names else path_exhaustive(model, times, repeats=repeats, limit=3_000_000)
+    res["tuned_all_assignment"] = pe_all.best
+    safe = path_exhaustive(model, times, repeats=repeats, limit=3_000_000, no_regression=True)
+    res["tuned_safe_assignment"] = safe.best
     if "live" in entry:
         res["live_assignment_matches"] = entry["live"]["assignment"] == best
     write_tuning_file(out_dir / f"{program_name}.fut.tuning", best)
@@ -212,8 +220,11 @@ def replay(rec: dict, program_name: str, kind: str, repeats: int, seeds: int, ou
     orc = oracle(model, times)
     live = entry.get("live", {}).get("datasets", {})
     for d in names:
-        res["datasets"][d] = {"tuned_ms": times.mean(d, best), "untuned_ms": un[d], "oracle_ms": orc[d],
-                              "in_training": d in train, **live.get(d, {})}
+        res["datasets"][d] = {"tuned_ms": times.mean(d, pe_all.best), "untuned_ms": un[d], "oracle_ms": orc[d],
+                              "tuned_on_tuner_datasets_ms": times.mean(d, best), "in_tuner_datasets": d in train,
+                              "tuned_no_regression_ms": times.mean(d, safe.best),
+                              **{f"{k.replace('tuned', 'tuned_on_tuner_datasets')}" if k.startswith("tuned")
+                                 else k: v for k, v in live.get(d, {}).items()}}
     # datasets 1 -> 2 -> 3 -> 5: combinations and tuning cost
     scaling = []
     for k in (1, 2, 3, 5):
@@ -233,6 +244,8 @@ def replay(rec: dict, program_name: str, kind: str, repeats: int, seeds: int, ou
             row["exhaustive_early_s"] = exhaustive(s, times, repeats=repeats, early_termination=True).tuning_s
         else:  # too many to replay here: price = combinations x mean per-combination cost of the 3-set run
             row["exhaustive_s_estimate"] = row["seed_combinations"] * ex.tuning_s / max(ex.evaluations, 1)
+        if names[:k] == names and "paths_s" not in row:
+            row["paths_s"] = pe_all.tuning_s
         if row.get("exact_combinations") is not None and "paths_s" not in row:
             row["paths_s"] = path_exhaustive(s, times, repeats=repeats, limit=3_000_000).tuning_s
         scaling.append(row)
@@ -251,6 +264,62 @@ def replay(rec: dict, program_name: str, kind: str, repeats: int, seeds: int, ou
     return res
 
 
+LIVE_KEYS = ("tuned_all_assignment", "tuned_safe_assignment", "tuned_assignment")
+
+
+def live_check(kind: str, results_path: Path, repeats: int) -> dict:
+    """Re-time live, per dataset, the assignments a replay chose (and the defaults) on this device."""
+    results = json.loads(results_path.read_text())
+    device = make_device(kind)
+    out: dict = {"device": device.name, "kind": kind, "repeats": repeats, "programs": {}}
+    for pname, prog, shapes, factory in programs(kind, device):
+        exp = next((e for e in results["experiments"] if e.get("program") == pname and e.get("device") == device.name
+                    and "error" not in e), None)
+        if exp is None:
+            continue
+        try:
+            model = prog.model(shapes)
+            data = factory()
+            assignments = {k: exp[k] for k in LIVE_KEYS if k in exp}
+            assignments["untuned"] = {n: DEFAULT_THRESHOLD for n in model.names}
+            entry = out["programs"][pname] = {}
+            for d in model.datasets:  # interleave assignments per dataset so drift hits them alike
+                for k, a in assignments.items():
+                    fresh = live_measure(prog, data, device.synchronize, repeats=repeats, warmup=1)
+                    entry.setdefault(d, {})[k] = statistics.median(fresh(d, model.complete(a)))
+            log(f"{pname}: live {entry}")
+        except Exception as exc:
+            out["programs"][pname] = {"error": f"{type(exc).__name__}: {exc}"}
+            traceback.print_exc()
+    return out
+
+
+def attach_live(results_path: Path, live: dict) -> None:
+    """Add ``<assignment>_live_ms`` per dataset to the matching experiments of a results file."""
+    results = json.loads(results_path.read_text())
+    names = {"tuned_all_assignment": "tuned_live_ms", "tuned_safe_assignment": "tuned_no_regression_live_ms",
+             "tuned_assignment": "tuned_on_tuner_datasets_live2_ms", "untuned": "untuned_live2_ms"}
+    for e in results["experiments"]:
+        per = live["programs"].get(e.get("program"), {})
+        if e.get("device") != live["device"] or "error" in per:
+            continue
+        for d, vals in per.items():
+            for k, v in vals.items():
+                e["datasets"][d][names[k]] = v
+        e["live_check"] = {"repeats": live["repeats"], "meta": live.get("meta", {})}
+    results_path.write_text(json.dumps(results, indent=1, default=float))
+
+
+def merge(path: Path, results: dict) -> None:
+    """Fold one run's experiments into the committed results file, keyed by (program, device)."""
+    merged = json.loads(path.read_text()) if path.exists() else {"experiments": [], "runs": []}
+    keys = {(e.get("program"), e.get("device")) for e in results["experiments"]}
+    merged["experiments"] = [e for e in merged["experiments"] if (e.get("program"), e.get("device")) not in keys]
+    for e in results["experiments"]:
+        merged["experiments"].append(e | {"run": results["meta"]})
+    path.write_text(json.dumps(merged, indent=1, default=float))
+
+
 def git_commit() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -267,15 +336,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--replay", default=None, help="timings JSON from an earlier --record run")
     ap.add_argument("--record-only", action="store_true")
+    ap.add_argument("--merge", default=None, help="also merge the experiments into this results JSON "
+                                                  "(replacing those of the same program and device)")
+    ap.add_argument("--live-check", default=None, help="results JSON: re-time its chosen assignments live")
+    ap.add_argument("--attach-live", nargs=2, metavar=("LIVE_JSON", "RESULTS_JSON"), default=None,
+                    help="fold a --live-check output into a results file")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     commit = os.environ.get("ADAPTUNE_COMMIT") or git_commit()
+    meta = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "host": platform.node(), "python": sys.version.split()[0], "loadavg": os.getloadavg()}
+    if args.attach_live:
+        attach_live(Path(args.attach_live[1]), json.loads(Path(args.attach_live[0]).read_text()))
+        return 0
+    if args.live_check:
+        live = live_check(args.device, Path(args.live_check), args.repeats) | {"meta": meta}
+        (out / f"live_{args.device}.json").write_text(json.dumps(live, indent=1))
+        return 0
     if args.replay:
         rec = json.loads(Path(args.replay).read_text())
     else:
-        meta = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                "host": platform.node(), "python": sys.version.split()[0]}
         target = out / f"timings_{args.device}.json"
         rec = record(args.device, args.repeats, save=lambda r: target.write_text(json.dumps(r | {"meta": meta})))
         rec["meta"] = meta
@@ -296,11 +377,15 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             results["experiments"].append({"program": pname, "error": f"{type(exc).__name__}: {exc}"})
         (out / "thresholds.json").write_text(json.dumps(results, indent=1, default=float))
+    if args.merge:
+        merge(Path(args.merge), results)
     for e in results["experiments"]:
         if "error" in e:
             print(f"{e['program']}: ERROR {e['error']}")
             continue
         print(f"\n{e['program']} on {e['device']}: tuners on {e['tuner_datasets']}, counts {e['counts']}")
+        print(f"  early termination saves {e['early_termination_saving']:.1%} of exhaustive run time "
+              f"({e['early_ordered_saving']:.1%} with the slowest dataset first)")
         print(f"  exhaustive {e['exhaustive_s']:.2f} s (early {e['exhaustive_early_s']:.2f} s), paths "
               f"{e['paths_s']:.3f} s, hillclimb {e['hillclimb_s']:.3f} s, adaptune {e['adaptune_s']:.3f} s (run time)")
         for k, v in e["tuners"].items():
@@ -308,7 +393,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {k:18s} total {tot:.4f} ms  ({tot / e['best_total_ms']:.3f} x best)")
         for d, v in e["datasets"].items():
             print(f"  {d:9s} untuned {v['untuned_ms']:.4f} tuned {v['tuned_ms']:.4f} oracle {v['oracle_ms']:.4f}"
-                  f"  speedup {v['untuned_ms'] / v['tuned_ms']:.2f}x")
+                  f"  speedup {v['untuned_ms'] / v['tuned_ms']:.2f}x, no-regression "
+                  f"{v['untuned_ms'] / v['tuned_no_regression_ms']:.2f}x  (tuned on {e['tuner_datasets']}: "
+                  f"{v['untuned_ms'] / v['tuned_on_tuner_datasets_ms']:.2f}x)")
     return 0
 
 

@@ -75,19 +75,26 @@ def _outcome(name: str, model: ThresholdModel, times: PathTimes, best: Mapping[s
 
 
 def exhaustive(model: ThresholdModel, times: PathTimes, *, repeats: int = 10, early_termination: bool = True,
-               combos: Sequence[Mapping[str, int]] | None = None, limit: int | None = 2_000_000) -> TuneOutcome:
+               combos: Sequence[Mapping[str, int]] | None = None, limit: int | None = 2_000_000,
+               order: str = "fixed") -> TuneOutcome:
     """The seed's tuner: every combination of the bottom-up enumeration, each run ``repeats`` times on every
-    dataset. With ``early_termination`` a candidate stops as soon as its partial total exceeds the best."""
+    dataset. With ``early_termination`` a candidate stops as soon as its partial total exceeds the best.
+    ``order="incumbent"`` runs the datasets slowest-under-the-incumbent first, so a bad candidate is cut
+    sooner (the seed notes the saving depends on order)."""
+    if order not in ("fixed", "incumbent"):
+        raise ValueError(f"order must be 'fixed' or 'incumbent', got {order!r}")
     t0 = time.perf_counter()
     combos = combos if combos is not None else enumerate_seed(model.forest, model.candidates(), limit)
     runner = _Runner(times, repeats)
     best: Mapping[str, int] = {}
     best_total = math.inf
     stopped = 0
+    datasets = list(model.datasets)
     for combo in combos:
         done = 0.0
         cut = False
-        for d in model.datasets:
+        per: dict[str, float] = {}
+        for d in datasets:
             acc = 0.0
             samples = times.samples(d, combo)
             for r in range(repeats):
@@ -98,35 +105,53 @@ def exhaustive(model: ThresholdModel, times: PathTimes, *, repeats: int = 10, ea
             if cut:
                 break
             done += acc / repeats
+            per[d] = acc / repeats
         if cut:
             stopped += 1
         elif done < best_total:
             best_total, best = done, combo
-    return _outcome("exhaustive" + ("+early" if early_termination else ""), model, times, best, runner, t0,
-                    len(combos), stopped_early=stopped)
+            if order == "incumbent":
+                datasets.sort(key=lambda x: -per[x])
+    name = "exhaustive" + ("+early" if early_termination else "") + ("+ordered" if order == "incumbent" else "")
+    return _outcome(name, model, times, best, runner, t0, len(combos), stopped_early=stopped)
 
 
 def path_exhaustive(model: ThresholdModel, times: PathTimes, *, repeats: int = 10,
-                    limit: int | None = 2_000_000) -> TuneOutcome:
+                    limit: int | None = 2_000_000, no_regression: bool = False) -> TuneOutcome:
     """Exact and cheap: every distinct behaviour (``enumerate_exact``), but each (dataset, path) is run only
-    the first time it occurs; every later combination is priced from those runs."""
+    the first time it occurs; every later combination is priced from those runs.
+
+    Thresholds are shared, so the best total can make one dataset slower than untuned. ``no_regression``
+    admits only combinations where no dataset is slower than with the defaults (always possible: the
+    defaults' own behaviour is among the combinations)."""
     t0 = time.perf_counter()
     runner = _Runner(times, repeats)
     paid: set[tuple] = set()
     best: Mapping[str, int] = {}
     best_total = math.inf
     combos = enumerate_exact(model, limit)
+    default = {n: DEFAULT_THRESHOLD for n in model.names}
+    base = {}
+    if no_regression:
+        for d in model.datasets:
+            paid.add(times.key(d, default))
+            base[d] = runner.dataset_mean(d, default)
     for combo in combos:
         total = 0.0
+        ok = True
         for d in model.datasets:
             key = times.key(d, combo)
             if key not in paid:
                 paid.add(key)
                 runner.dataset_mean(d, combo)
-            total += _estimate(times.samples(d, combo), repeats)
-        if total < best_total:
+            est = _estimate(times.samples(d, combo), repeats)
+            if no_regression and est > base[d]:
+                ok = False
+            total += est
+        if ok and total < best_total:
             best_total, best = total, combo
-    return _outcome("paths", model, times, best, runner, t0, len(combos), paths_run=len(paid))
+    return _outcome("paths" + ("+no_regression" if no_regression else ""), model, times, best, runner, t0,
+                    len(combos), paths_run=len(paid))
 
 
 def _positions(model: ThresholdModel) -> tuple[list[str], dict[str, list[int]], list[int]]:
