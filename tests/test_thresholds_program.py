@@ -132,6 +132,12 @@ def test_tuners_on_live_pocl_timings_and_replay(device, tmp_path) -> None:
     for d in model.datasets:
         assert orc[d] <= ex.per_dataset_ms[d] + 1e-12 and orc[d] <= un[d] + 1e-12
     assert ex.best_total_ms <= sum(un.values()) + 1e-12
+    ordered = exhaustive(model, times, repeats=2, order="incumbent")
+    assert ordered.best_total_ms == pytest.approx(ex.best_total_ms) and ordered.runs <= ex.runs
+    safe = path_exhaustive(model, times, repeats=2, no_regression=True)
+    for d in model.datasets:  # never slower than the defaults on any training dataset
+        assert safe.per_dataset_ms[d] <= un[d] + 1e-12
+    assert paths.best_total_ms - 1e-12 <= safe.best_total_ms <= sum(un.values()) + 1e-12
     hc = hillclimb(model, times, repeats=2, max_evals=30, seed=1)
     assert hc.best_total_ms >= ex.best_total_ms - 1e-12 and hc.evaluations <= 30
     st = strategy_search(model, times, "random", repeats=2, max_evals=500, seed=0)
