@@ -155,6 +155,11 @@ def record(kind: str, repeats: int, save=None) -> dict:
     return out
 
 
+def _versions(prog, shape_data, assignment) -> list[str]:
+    """The code versions a dry run executes (pass:version), for humans reading the results."""
+    return prog.run(shape_data, assignment, dry=True).versions
+
+
 def summarize(outcomes: list, best_total: float) -> dict:
     totals = [o.best_total_ms for o in outcomes]
     costs = [o.tuning_s for o in outcomes]
@@ -217,12 +222,17 @@ def replay(rec: dict, program_name: str, kind: str, repeats: int, seeds: int, ou
         res["live_assignment_matches"] = entry["live"]["assignment"] == best
     write_tuning_file(out_dir / f"{program_name}.fut.tuning", best)
     un = untuned(model, times)
+    untuned_a = {n: DEFAULT_THRESHOLD for n in model.names}
     orc = oracle(model, times)
     live = entry.get("live", {}).get("datasets", {})
     for d in names:
         res["datasets"][d] = {"tuned_ms": times.mean(d, pe_all.best), "untuned_ms": un[d], "oracle_ms": orc[d],
                               "tuned_on_tuner_datasets_ms": times.mean(d, best), "in_tuner_datasets": d in train,
                               "tuned_no_regression_ms": times.mean(d, safe.best),
+                              "tuned_path_is_untuned": times.key(d, pe_all.best) == times.key(d, untuned_a),
+                              "no_regression_path_is_untuned": times.key(d, safe.best) == times.key(d, untuned_a),
+                              "tuned_path_versions": _versions(prog, shapes[d], pe_all.best),
+                              "untuned_path_versions": _versions(prog, shapes[d], untuned_a),
                               **{f"{k.replace('tuned', 'tuned_on_tuner_datasets')}" if k.startswith("tuned")
                                  else k: v for k, v in live.get(d, {}).items()}}
     # datasets 1 -> 2 -> 3 -> 5: combinations and tuning cost
