@@ -35,9 +35,16 @@ class PathTimes:
         self.table: dict[PathKey, list[float]] = {}
         self.versions: dict[PathKey, Assignment] = {}
         self.measure_wall_s = 0.0
+        self._keys: dict[tuple, PathKey] = {}  # signature memo: tuners revisit the same assignments
 
     def key(self, dataset: str, assignment: Mapping[str, int]) -> PathKey:
-        return dataset, self.model.dataset_signature(dataset, assignment)
+        memo = (dataset, tuple(sorted(assignment.items())))
+        found = self._keys.get(memo)
+        if found is None:
+            if len(self._keys) > 2_000_000:
+                self._keys.clear()
+            found = self._keys[memo] = (dataset, self.model.dataset_signature(dataset, assignment))
+        return found
 
     def samples(self, dataset: str, assignment: Mapping[str, int]) -> list[float]:
         key = self.key(dataset, assignment)
