@@ -203,6 +203,8 @@ def hillclimb(model: ThresholdModel, times: PathTimes, *, repeats: int = 10, max
         if cur_val < best_val:
             best, best_val = list(current), cur_val
         if not improved:
+            if len(cache) >= budget:
+                break
             current = [int(rng.integers(len(cands[n]))) for n in names]
             cur_val = value(current)
     return _outcome("hillclimb", model, times, {n: cands[n][i] for n, i in zip(names, best, strict=True)},
