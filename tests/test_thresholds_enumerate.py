@@ -162,3 +162,22 @@ def test_duplicated_subtree_still_covers_every_behaviour() -> None:
         seed = enumerate_seed(model.forest, model.candidates())
         assert {model.signature(a) for a in seed} == truth
         assert len(dedup(model, seed)) == len(truth)
+
+
+def test_candidate_space_is_the_seed_enumeration() -> None:
+    """adaptune's strategies search a Space whose valid configurations are the seed's combinations."""
+    from adaptune.thresholds.tuners import candidate_space
+
+    rng = random.Random(5)
+    done = 0
+    while done < 60:
+        model = _random_model(rng)
+        cands = model.candidates()
+        if math.prod(len(v) for v in cands.values()) > 1500:
+            continue
+        space, alias = candidate_space(model)
+        back = {v: k for k, v in alias.items()}
+        assert len(space) == count_seed(model.forest, cands)
+        sigs = {model.signature({back[k]: v for k, v in c.items()}) for c in space.configs()}
+        assert sigs == oracle_signatures(model)
+        done += 1
