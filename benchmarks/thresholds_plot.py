@@ -12,7 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 TUNERS = (("exhaustive_s", "exhaustive (seed)"), ("exhaustive_early_s", "+ early termination"),
-          ("hillclimb_s", "hill climbing"), ("adaptune_s", "adaptune auto"), ("paths_s", "path-memoised exact"))
+          ("hillclimb_s", "hill climbing"), ("adaptune_s", "adaptune auto"), ("paths_s", "path-memoised exact"),
+          ("paths_early_s", "path-memoised exact + early"))
 
 
 def markdown(res: dict) -> str:

@@ -191,8 +191,10 @@ def replay(rec: dict, program_name: str, kind: str, repeats: int, seeds: int, ou
     exe = exhaustive(sub, times, repeats=repeats, early_termination=True)
     exo = exhaustive(sub, times, repeats=repeats, early_termination=True, order="incumbent")
     pe = path_exhaustive(sub, times, repeats=repeats)
+    pee = path_exhaustive(sub, times, repeats=repeats, early_termination=True)
     best_total = ex.best_total_ms
     assert abs(pe.best_total_ms - best_total) <= 1e-9 * max(1.0, best_total), (pe.best_total_ms, best_total)
+    assert abs(pee.best_total_ms - best_total) <= 1e-9 * max(1.0, best_total), (pee.best_total_ms, best_total)
     hc = [hillclimb(sub, times, repeats=repeats, max_evals=100, seed=s) for s in range(seeds)]
     sa = candidate_space(sub)
     ad = {name: [strategy_search(sub, times, name, repeats=repeats, max_evals=evals, seed=s, space_and_alias=sa)
@@ -205,10 +207,11 @@ def replay(rec: dict, program_name: str, kind: str, repeats: int, seeds: int, ou
     res["exhaustive_early_ordered_s"] = exo.tuning_s
     res["early_ordered_saving"] = 1 - exo.tuning_s / ex.tuning_s
     res["paths_s"] = pe.tuning_s
+    res["paths_early_s"] = pee.tuning_s
     res["hillclimb_s"] = statistics.median(o.tuning_s for o in hc)
     res["adaptune_s"] = statistics.median(o.tuning_s for o in ad["auto"])
     res["tuners"] = {"exhaustive": ex.to_json(), "exhaustive+early": exe.to_json(),
-                     "exhaustive+early+ordered": exo.to_json(), "paths": pe.to_json(),
+                     "exhaustive+early+ordered": exo.to_json(), "paths": pe.to_json(), "paths+early": pee.to_json(),
                      "hillclimb": summarize(hc, best_total),
                      **{f"adaptune:{k}": summarize(v, best_total) for k, v in ad.items()}}
     res["best_total_ms"] = best_total
@@ -397,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  early termination saves {e['early_termination_saving']:.1%} of exhaustive run time "
               f"({e['early_ordered_saving']:.1%} with the slowest dataset first)")
         print(f"  exhaustive {e['exhaustive_s']:.2f} s (early {e['exhaustive_early_s']:.2f} s), paths "
-              f"{e['paths_s']:.3f} s, hillclimb {e['hillclimb_s']:.3f} s, adaptune {e['adaptune_s']:.3f} s (run time)")
+              f"{e['paths_s']:.3f} s (early {e['paths_early_s']:.3f} s), hillclimb {e['hillclimb_s']:.3f} s, adaptune {e['adaptune_s']:.3f} s (run time)")
         for k, v in e["tuners"].items():
             tot = v.get("best_total_ms", v.get("final_total_ms_median"))
             print(f"  {k:18s} total {tot:.4f} ms  ({tot / e['best_total_ms']:.3f} x best)")

@@ -132,6 +132,8 @@ def test_tuners_on_live_pocl_timings_and_replay(device, tmp_path) -> None:
     for d in model.datasets:
         assert orc[d] <= ex.per_dataset_ms[d] + 1e-12 and orc[d] <= un[d] + 1e-12
     assert ex.best_total_ms <= sum(un.values()) + 1e-12
+    pe_early = path_exhaustive(model, times, repeats=2, early_termination=True)
+    assert pe_early.best_total_ms == pytest.approx(ex.best_total_ms) and pe_early.runs <= paths.runs
     ordered = exhaustive(model, times, repeats=2, order="incumbent")
     assert ordered.best_total_ms == pytest.approx(ex.best_total_ms) and ordered.runs <= ex.runs
     safe = path_exhaustive(model, times, repeats=2, no_regression=True)
@@ -140,6 +142,9 @@ def test_tuners_on_live_pocl_timings_and_replay(device, tmp_path) -> None:
     assert paths.best_total_ms - 1e-12 <= safe.best_total_ms <= sum(un.values()) + 1e-12
     hc = hillclimb(model, times, repeats=2, max_evals=30, seed=1)
     assert hc.best_total_ms >= ex.best_total_ms - 1e-12 and hc.evaluations <= 30
+    few = strategy_search(model, times, "random", repeats=2, max_evals=8, seed=3)
+    rec = strategy_search(model, times, "random", repeats=2, max_evals=8, seed=3, recombine=True)
+    assert rec.best_total_ms <= few.best_total_ms + 1e-12 and rec.tuning_s == pytest.approx(few.tuning_s)
     st = strategy_search(model, times, "random", repeats=2, max_evals=500, seed=0)
     assert st.best_total_ms == pytest.approx(ex.best_total_ms)  # the whole space, so the optimum
     # replay from JSON reproduces every number without running anything

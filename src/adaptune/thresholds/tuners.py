@@ -117,14 +117,18 @@ def exhaustive(model: ThresholdModel, times: PathTimes, *, repeats: int = 10, ea
 
 
 def path_exhaustive(model: ThresholdModel, times: PathTimes, *, repeats: int = 10,
-                    limit: int | None = 2_000_000, no_regression: bool = False) -> TuneOutcome:
+                    limit: int | None = 2_000_000, no_regression: bool = False,
+                    early_termination: bool = False) -> TuneOutcome:
     """Exact and cheap: every distinct behaviour (``enumerate_exact``), but each (dataset, path) is run only
     the first time it occurs; every later combination is priced from those runs.
 
     Thresholds are shared, so the best total can make one dataset slower than untuned. ``no_regression``
     admits only combinations where no dataset is slower than with the defaults (always possible: the
-    defaults' own behaviour is among the combinations)."""
+    defaults' own behaviour is among the combinations). ``early_termination`` stops timing a path once its
+    own mean already exceeds the best total found so far; no combination using it can win, so it is
+    skipped from then on (exact: the best total only falls)."""
     t0 = time.perf_counter()
+    excluded: set[tuple] = set()
     runner = _Runner(times, repeats)
     paid: set[tuple] = set()
     best: Mapping[str, int] = {}
@@ -136,22 +140,36 @@ def path_exhaustive(model: ThresholdModel, times: PathTimes, *, repeats: int = 1
         for d in model.datasets:
             paid.add(times.key(d, default))
             base[d] = runner.dataset_mean(d, default)
-    for combo in combos:
+    # the defaults first: with early termination a good incumbent cuts slow paths sooner
+    for combo in ([default] if early_termination else []) + combos:
         total = 0.0
         ok = True
         for d in model.datasets:
             key = times.key(d, combo)
+            if key in excluded:
+                ok = False
+                break
             if key not in paid:
+                samples = times.samples(d, combo)
+                acc = 0.0
+                for r in range(repeats):
+                    acc += runner.run(samples, r)
+                    if early_termination and acc / repeats > best_total:
+                        break
+                if early_termination and acc / repeats > best_total:
+                    excluded.add(key)
+                    ok = False
+                    break
                 paid.add(key)
-                runner.dataset_mean(d, combo)
             est = _estimate(times.samples(d, combo), repeats)
             if no_regression and est > base[d]:
                 ok = False
             total += est
         if ok and total < best_total:
             best_total, best = total, combo
-    return _outcome("paths" + ("+no_regression" if no_regression else ""), model, times, best, runner, t0,
-                    len(combos), paths_run=len(paid))
+    name = "paths" + ("+no_regression" if no_regression else "") + ("+early" if early_termination else "")
+    return _outcome(name, model, times, best, runner, t0, len(combos), stopped_early=len(excluded),
+                    paths_run=len(paid))
 
 
 def _positions(model: ThresholdModel) -> tuple[list[str], dict[str, list[int]], list[int]]:
@@ -232,10 +250,13 @@ def candidate_space(model: ThresholdModel):
 
 
 def strategy_search(model: ThresholdModel, times: PathTimes, strategy: str = "auto", *, repeats: int = 10,
-                    max_evals: int = 200, seed: int | None = 0, space_and_alias: tuple | None = None
-                    ) -> TuneOutcome:
+                    max_evals: int = 200, seed: int | None = 0, space_and_alias: tuple | None = None,
+                    recombine: bool = False, limit: int | None = 2_000_000) -> TuneOutcome:
     """adaptune's ask/tell strategies over the candidate space; each (dataset, path) is run only once
-    (run times depend on the path alone), later visits are priced from those runs."""
+    (run times depend on the path alone), later visits are priced from those runs.
+
+    With ``recombine`` the search ends by pricing, at no run cost, every distinct combination whose
+    per-dataset paths have all been run already, and takes the best of those too."""
     from adaptune.search import make_strategy
 
     t0 = time.perf_counter()
@@ -263,8 +284,18 @@ def strategy_search(model: ThresholdModel, times: PathTimes, strategy: str = "au
         evals += 1
         if total < best_total:
             best_total, best = total, a
-    return _outcome(f"adaptune:{strategy}", model, times, best, runner, t0, evals, paths_run=len(paid),
-                    space_size=len(space))
+    recombined = 0
+    if recombine:
+        for combo in enumerate_exact(model, limit):
+            keys = [times.key(d, combo) for d in model.datasets]
+            if all(k in paid for k in keys):
+                recombined += 1
+                total = sum(_estimate(times.table[k], repeats) for k in keys)
+                if total < best_total:
+                    best_total, best = total, combo
+    name = f"adaptune:{strategy}" + ("+recombine" if recombine else "")
+    return _outcome(name, model, times, best, runner, t0, evals, paths_run=len(paid), space_size=len(space),
+                    recombined=recombined)
 
 
 def untuned(model: ThresholdModel, times: PathTimes) -> dict[str, float]:
