@@ -89,4 +89,8 @@ def test_tune_writes_a_tuning_file_and_store(tmp_path, capsys) -> None:
         v["untuned_ms"] for v in res["datasets"].values()) + 1e-9
     store = Store(str(db))
     assert res["stored"] == 10 and len(store.results()) == 10
+    assert main([*args[:3], "--tuner", "paths+early", "--repeats", "2", "--json"]) == 0
+    early = json.loads(capsys.readouterr().out)
+    assert early["tuning_s"] <= res["tuning_s"] and sum(v["tuned_ms"] for v in early["datasets"].values()) == (
+        pytest.approx(sum(v["tuned_ms"] for v in res["datasets"].values())))
     assert main(["thresholds", "tune", str(path), "--tuner", "nope"]) == 2

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-TUNER_NAMES = ("paths", "exhaustive", "exhaustive+early", "hillclimb", "auto", "random", "greedy_ils")
+TUNER_NAMES = ("paths", "paths+early", "exhaustive", "exhaustive+early", "hillclimb", "auto", "random", "greedy_ils")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -113,8 +113,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     train = model.subset(args.datasets.split(",")) if args.datasets else model
     if args.tree:
         print(render_tree(model.forest, train.candidates()), end="")
-    if args.tuner == "paths":
-        out = path_exhaustive(train, times, repeats=args.repeats)
+    if args.tuner.startswith("paths"):
+        out = path_exhaustive(train, times, repeats=args.repeats, early_termination=args.tuner.endswith("early"))
     elif args.tuner.startswith("exhaustive"):
         out = exhaustive(train, times, repeats=args.repeats, early_termination=args.tuner.endswith("early"))
     elif args.tuner == "hillclimb":
