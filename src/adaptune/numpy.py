@@ -14,6 +14,7 @@ overrides. Anything NumPy has that is not compiled here runs eagerly (CuPy or Nu
 
 from __future__ import annotations
 
+import builtins as _builtins
 from typing import Any
 
 import numpy as _np
@@ -69,7 +70,7 @@ def _shape(shape: Any) -> tuple[int, ...]:
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> LazyArray:
     shp = _shape(shape)
-    if any(n < 0 for n in shp):
+    if _builtins.any(n < 0 for n in shp):
         raise ValueError("negative dimensions are not allowed")
     dt = check_dtype(dtype if dtype is not None else _np.asarray(fill_value).dtype)
     node = View(Scalar(fill_value, dt), shp, (0,) * len(shp), 0)

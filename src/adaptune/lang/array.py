@@ -16,7 +16,18 @@ from typing import Any
 import numpy as np
 
 from adaptune.lang import ops
-from adaptune.lang.ir import Buffer, Map, Node, Reduce, Scalar, Update, View, check_dtype, contiguous_strides
+from adaptune.lang.ir import (
+    Buffer,
+    Map,
+    Node,
+    Reduce,
+    Scalar,
+    Update,
+    View,
+    check_dtype,
+    contiguous_strides,
+    nested_view,
+)
 from adaptune.lang.session import Base, session
 
 PyScalar = (bool, int, float)
@@ -240,6 +251,8 @@ class LazyArray:
             new = Update(base.node, target.region, target.vdims or (), vnode)
         elif target.strides == contiguous_strides(target.shape):
             new = Update(base.node, (), (), vnode, rng=target.offset)
+        elif nested_view(target.shape, target.strides):
+            new = Update(base.node, (), (), vnode, strided=(target.strides, target.offset))
         else:
             from adaptune.lang.fallback import eager_setitem
 

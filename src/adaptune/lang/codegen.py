@@ -204,6 +204,8 @@ def _update(ctx: Ctx, node: Update, idx: Index) -> str:
         v = value(ctx, val, vidx)
         ctx.emit(f"const {t} {var} = {v if val.dtype == node.dtype else convert(v, node.dtype)};")
         return var
+    if node.strided is not None:
+        return _update_strided(ctx, node, idx, var)
     if node.rng is not None:
         f = ctx.flat(idx)
         ctx.emit(f"{t} {var};")
@@ -245,6 +247,41 @@ def _update(ctx: Ctx, node: Update, idx: Index) -> str:
     ctx.push()
     o = value(ctx, old, idx)
     ctx.emit(f"{var} = {o};")
+    ctx.pop()
+    ctx.emit("}")
+    return var
+
+
+def _update_strided(ctx: Ctx, node: Update, idx: Index, var: str) -> str:
+    """Update through any injective view: invert flat -> view index by nested division."""
+    old, val = node.children
+    strides, offset = node.strided
+    t = ctype(node.dtype)
+    base = offset + sum((n - 1) * s for n, s in zip(val.shape, strides, strict=True) if s < 0)
+    dims = sorted((d for d, n in enumerate(val.shape) if n != 1), key=lambda d: -abs(strides[d]))
+    rel = ctx.tmp("r")
+    ctx.emit(f"{ctx.idx_t} {rel} = {ctx.flat(idx)} - {base};")
+    inside = ctx.tmp("ok")
+    ctx.emit(f"const i32 {inside} = {rel} >= 0;")
+    conds = [inside]
+    multi = ["0"] * len(val.shape)
+    for d in dims:
+        s, n = strides[d], val.shape[d]
+        i = ctx.tmp("j")
+        ctx.emit(f"const {ctx.idx_t} {i} = {rel} / {abs(s)};")
+        ctx.emit(f"{rel} -= {i} * {abs(s)};")
+        conds.append(f"{i} < {n}")
+        multi[d] = i if s > 0 else f"({n - 1} - {i})"
+    conds.append(f"{rel} == 0")
+    ctx.emit(f"{t} {var};")
+    ctx.emit(f"if ({' && '.join(conds)}) {{")
+    ctx.push()
+    v = value(ctx, val, Index(val.shape, multi=tuple(multi)))
+    ctx.emit(f"{var} = {v if val.dtype == node.dtype else convert(v, node.dtype)};")
+    ctx.pop()
+    ctx.emit("} else {")
+    ctx.push()
+    ctx.emit(f"{var} = {value(ctx, old, idx)};")
     ctx.pop()
     ctx.emit("}")
     return var

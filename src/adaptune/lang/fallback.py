@@ -98,6 +98,18 @@ def _cupy_tricks() -> Any:
     return cupy.lib.stride_tricks
 
 
+def _ufunc(xp: Any, name: str) -> Any:
+    if hasattr(xp, name):
+        return getattr(xp, name)
+    if xp is np:
+        import scipy.special
+
+        return getattr(scipy.special, name)
+    import cupyx.scipy.special
+
+    return getattr(cupyx.scipy.special, name)
+
+
 def evaluate_eagerly(roots: Sequence[Node], runtime: Any, reason: str) -> list[Any]:
     """Interpret the trace under ``roots`` with the array module (the path taken when codegen fails)."""
     warn_once(reason.splitlines()[0], "failed to compile")
@@ -124,14 +136,21 @@ def evaluate_eagerly(roots: Sequence[Node], runtime: Any, reason: str) -> list[A
             elif node.op == "where":
                 out = xp.where(vals[0].astype(bool), vals[1].astype(node.compute), vals[2].astype(node.compute))
             else:
-                out = getattr(xp, node.op)(*[v.astype(node.compute) for v in vals])
+                out = _ufunc(xp, node.op)(*[v.astype(node.compute) for v in vals])
             out = xp.asarray(out).astype(node.dtype)
         elif isinstance(node, Reduce):
             out = getattr(xp, node.op).reduce(ev(node.children[0]).astype(node.dtype), axis=node.axes)
         elif isinstance(node, Update):
             old, val = (ev(c) for c in node.children)
             out = xp.array(old, copy=True)
-            if node.rng is not None:
+            if node.strided is not None:
+                strides, offset = node.strided
+                flat = out.reshape(-1)
+                item = flat.dtype.itemsize
+                tricks = np.lib.stride_tricks if xp is np else _cupy_tricks()
+                view = tricks.as_strided(flat[offset:], val.shape, tuple(s * item for s in strides))
+                view[...] = val
+            elif node.rng is not None:
                 out.reshape(-1)[node.rng:node.rng + val.size] = val.reshape(-1)
             else:
                 index = tuple(slice(s, s + st * c if s + st * c >= 0 else None, st) for s, st, c in node.region)

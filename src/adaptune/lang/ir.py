@@ -153,20 +153,23 @@ class Update(Node):
     or (``rng`` not None) the contiguous flat range starting at ``rng`` (a reshaped contiguous view).
     """
 
-    __slots__ = ("region", "vdims", "rng")
+    __slots__ = ("region", "vdims", "rng", "strided")
 
     def __init__(self, old: Node, region: tuple[tuple[int, int, int], ...], vdims: tuple[int, ...],
-                 value: Node, rng: int | None = None) -> None:
+                 value: Node, rng: int | None = None, strided: tuple | None = None) -> None:
         super().__init__(old.shape, old.dtype, (old, value))
         self.region = region
         self.vdims = vdims
         self.rng = rng
+        self.strided = strided  # (strides, offset) of an injective view (value.shape) over old's flat layout
 
     def desc(self) -> tuple:
-        return ("update", self.shape, self.region, self.vdims, self.rng)
+        return ("update", self.shape, self.region, self.vdims, self.rng, self.strided)
 
     @property
     def full(self) -> bool:
+        if self.strided is not None:
+            return False
         if self.rng is not None:
             return self.rng == 0 and self.children[1].size == self.size
         return all(start == 0 and step == 1 and count == n
@@ -201,3 +204,14 @@ def count_ops(node: Node, limit: int = 64) -> int:
         seen.add(id(n))
         stack.extend(n.children)
     return len(seen)
+
+
+def nested_view(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """True if the view is injective with nested strides, so a flat position maps back to one index."""
+    dims = sorted(((abs(s), n) for n, s in zip(shape, strides, strict=True) if n != 1), reverse=True)
+    inner = 0
+    for stride, n in reversed(dims):
+        if stride == 0 or stride <= inner:
+            return False
+        inner += stride * (n - 1)
+    return True

@@ -75,9 +75,11 @@ class Session:
     def flush(self) -> FlushStats:
         t0 = time.perf_counter()
         bases: list[Base] = []
+        seen_bases: set[int] = set()
         for ref in self.pending.values():
             b = ref()
-            if b is not None and not isinstance(b.node, Buffer | Scalar):
+            if b is not None and id(b) not in seen_bases and not isinstance(b.node, Buffer | Scalar):
+                seen_bases.add(id(b))
                 bases.append(b)
         self.pending = {}
         self.ops_since_flush = 0
