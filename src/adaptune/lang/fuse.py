@@ -59,7 +59,11 @@ def structure_key(order: list[Node], pos: dict[int, int], roots: Sequence[Node])
 
 @dataclass
 class Step:
-    """One launch: arguments are (kind, slot): 'in' = trace position, 'tmp' = plan temporary."""
+    """One launch: arguments are (kind, slot): 'in' = trace position, 'tmp' = plan temporary.
+
+    ``items`` is the number of work-items the kernel needs (element-wise kernels: the output size), so
+    the work-group size can be retuned without regenerating the kernel; 0 = the geometry is fixed.
+    """
 
     launch: Callable[[int, int, Sequence[Any]], None]
     grid: int
@@ -69,6 +73,7 @@ class Step:
     what: str
     source: str
     bytes: int
+    items: int = 0
 
 
 @dataclass
@@ -168,6 +173,7 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
             block = min(256, runtime.max_block)
             grid = -(-nodes[0].size // block)
             steps.append(_step(runtime, src, ctx, outs, slot_of, grid, block, what))
+            steps[-1].items = nodes[0].size
         else:
             node = nodes[0]
             rs = codegen.reduce_shape(node)
@@ -256,8 +262,8 @@ def default_parts(rs: codegen.ReduceShape, block: int, runtime: Runtime) -> int:
     return max(1, min(want, -(-rs.length // block), 4096))
 
 
-def run(plan: Plan, order: list[Node], runtime: Runtime) -> list[Any]:
-    """Launch the plan's kernels; return the device buffers of the roots."""
+def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = None) -> list[Any]:
+    """Launch the plan's kernels; return the device buffers of the roots (``record`` gets (step, args))."""
     tmp: list[Any] = [None] * plan.n_tmp
     for step in plan.steps:
         for _, slot, n, dtype in step.outputs:
@@ -271,6 +277,8 @@ def run(plan: Plan, order: list[Node], runtime: Runtime) -> list[Any]:
                 args.append(node.data if isinstance(node, Buffer) else _scalar_arg(node))
         args.extend(tmp[slot] for _, slot, _, _ in step.outputs)
         step.launch(step.grid, step.block, args)
+        if record is not None:
+            record.append((step, args))
     return [tmp[s] if s >= 0 else order[-1 - s].data for s in plan.root_slots]
 
 

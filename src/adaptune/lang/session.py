@@ -57,6 +57,7 @@ class Session:
         self.flushes = 0
         self.ops_since_flush = 0
         self.chooser: Callable[..., tuple[str, dict[str, int]]] | None = None
+        self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
 
     @property
     def runtime(self) -> Runtime:
@@ -115,7 +116,10 @@ class Session:
             self.plans[key] = plan
         else:
             stats.cache_hit = True
-        results = fuse.run(plan, order, runtime)
+        record: list | None = [] if (self.tuner is not None and not stats.cache_hit) else None
+        results = fuse.run(plan, order, runtime, record)
+        if record:
+            self.tuner.tune(record, runtime)
         self._assign(bases, roots, results)
         stats.kernels, stats.bytes = plan.kernels, plan.bytes
         stats.host_us = (time.perf_counter() - t0) * 1e6
