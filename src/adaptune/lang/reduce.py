@@ -22,6 +22,7 @@ from adaptune.adaptive import CodeVariant
 from adaptune.lang import fuse
 from adaptune.lang.codegen import REDUCE_VARIANTS, ReduceShape, reduce_shape
 from adaptune.lang.ir import Buffer, Reduce
+from adaptune.lang.rules import default_choice
 from adaptune.lang.runtime import Runtime
 from adaptune.lang.session import session
 from adaptune.records import DeviceInfo
@@ -29,25 +30,6 @@ from adaptune.space import Space
 
 BLOCKS = (32, 64, 128, 256, 512, 1024)
 SEGMENTS = (2, 4, 8, 16, 32)
-
-
-def default_choice(rs: ReduceShape, runtime: Any) -> tuple[str, dict[str, int]]:
-    """The untuned rule: two passes for few long reductions, one work-item per output when the
-    reduced axis is strided (neighbouring work-items then read neighbouring addresses), a segment of a
-    work-group per output for short contiguous rows, a work-group per output for long ones."""
-    block = min(256, runtime.max_block)
-    if rs.n_out == 1:
-        return ("two_pass", {"block": block}) if rs.length > 4 * block else ("tree", {"block": block})
-    if rs.stride != 1 or rs.length <= 16:
-        if rs.n_out < 64 * runtime.multiprocessors and rs.length > 64 * block:
-            return "two_pass", {"block": block}
-        return "thread_per_output", {"block": block}
-    if rs.length <= 256:
-        seg = min(32, max(2, 1 << (max(rs.length // 4, 1) - 1).bit_length()))
-        return "segmented", {"block": block, "seg": seg}
-    if rs.n_out < 4 * runtime.multiprocessors:
-        return "two_pass", {"block": block}
-    return "tree", {"block": block}
 
 
 @dataclass

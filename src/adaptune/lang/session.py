@@ -56,8 +56,19 @@ class Session:
         self.history_kernels = 0
         self.flushes = 0
         self.ops_since_flush = 0
-        self.chooser: Callable[..., tuple[str, dict[str, int]]] | None = None
+        self._chooser: Callable[..., tuple[str, dict[str, int]]] | None = None
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
+
+    @property
+    def chooser(self) -> Callable[..., tuple[str, dict[str, int]]] | None:
+        """Picks (variant, parameters) per reduction shape; None = the untuned rule. Setting it drops cached
+        plans, which were built with the previous choice."""
+        return self._chooser
+
+    @chooser.setter
+    def chooser(self, value: Callable[..., tuple[str, dict[str, int]]] | None) -> None:
+        self._chooser = value
+        self.plans.clear()
 
     @property
     def runtime(self) -> Runtime:
@@ -135,9 +146,9 @@ class Session:
             b.node = done[id(b.node)]
 
     def _choose(self, rs: Any, node: Any, runtime: Runtime) -> tuple[str, dict[str, int]]:
-        if self.chooser is not None:
-            return self.chooser(rs, node, runtime)
-        from adaptune.lang.reduce import default_choice
+        if self._chooser is not None:
+            return self._chooser(rs, node, runtime)
+        from adaptune.lang.rules import default_choice
 
         return default_choice(rs, runtime)
 
