@@ -370,12 +370,12 @@ def bench_nbody(peers: Peers, n: int, iters: int, repeats: int) -> dict[str, Any
 # ----------------------------------------------------------------------------- reduction ladder
 
 def ladder_cases(big: bool) -> list[tuple[str, tuple[int, ...], Any]]:
-    if big:  # 1 GiB of float32 each
-        return [("1d_all", (1 << 28,), None), ("2d_axis0", (16384, 16384), 0), ("2d_axis1", (16384, 16384), 1),
-                ("3d_axis0", (1024, 512, 512), 0), ("3d_axis1", (1024, 512, 512), 1),
-                ("3d_axis2", (1024, 512, 512), 2), ("short_rows_axis1", (1 << 24, 16), 1),
-                ("long_rows_axis1", (16, 1 << 24), 1), ("tall_axis0", (1 << 24, 16), 0),
-                ("2d_all", (16384, 16384), None)]
+    if big:  # 256 MiB of float32 each (5x the H100's L2)
+        return [("1d_all", (1 << 26,), None), ("2d_axis0", (8192, 8192), 0), ("2d_axis1", (8192, 8192), 1),
+                ("3d_axis0", (256, 512, 512), 0), ("3d_axis1", (256, 512, 512), 1),
+                ("3d_axis2", (256, 512, 512), 2), ("short_rows_axis1", (1 << 22, 16), 1),
+                ("long_rows_axis1", (16, 1 << 22), 1), ("tall_axis0", (1 << 22, 16), 0),
+                ("2d_all", (8192, 8192), None)]
     return [("1d_all", (1 << 22,), None), ("2d_axis0", (2048, 2048), 0), ("2d_axis1", (2048, 2048), 1),
             ("3d_axis0", (128, 128, 256), 0), ("3d_axis1", (128, 128, 256), 1), ("3d_axis2", (128, 128, 256), 2),
             ("short_rows_axis1", (1 << 18, 16), 1), ("long_rows_axis1", (16, 1 << 18), 1),

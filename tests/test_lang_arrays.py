@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
 import pytest
 
-pytest.importorskip("pyopencl")
+DEVICE = os.environ.get("ADAPTUNE_LANG_TEST_DEVICE", "opencl")  # "cuda" runs the same tests through NVRTC
+pytest.importorskip("pyopencl" if DEVICE == "opencl" else "cupy")
 
 import adaptune.numpy as anp  # noqa: E402
 from adaptune.lang import session as lang_session  # noqa: E402
@@ -17,7 +19,7 @@ from adaptune.lang.runtime import KernelCompileError, Runtime  # noqa: E402
 
 @pytest.fixture(scope="module", autouse=True)
 def opencl_session():
-    lang_session.use_runtime(Runtime("opencl"))
+    lang_session.use_runtime(Runtime(DEVICE))
     yield
     lang_session.use_runtime(None)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from adaptune.lang import ops
 from adaptune.lang.ir import (
+    CTYPES,
     Buffer,
     Map,
     Node,
@@ -474,14 +475,15 @@ def apply(name: str, *operands: Any) -> LazyArray:
     keys = [o.dtype if isinstance(o, LazyArray) else np.dtype(type(o)) if isinstance(o, np.generic) else o
             for o in ops_in]
     out, compute = ops.resolve(name, keys)
-    check_dtype(out)
+    if out.name not in CTYPES:
+        check_dtype(out)
     kinds = ops.UFUNCS[name][2]
     if compute.kind not in kinds and not (compute.kind == "b" and name in ops.BOOL_OPS):
         from adaptune.lang.fallback import eager
 
         return eager(f"{name} on {compute.name}", getattr(np, name), *ops_in)
     shapes = [o.shape for o in ops_in if isinstance(o, LazyArray)]
-    shape = np.broadcast_shapes(*shapes) if shapes else ()
+    shape = shapes[0] if shapes and all(s == shapes[0] for s in shapes) else np.broadcast_shapes(*shapes)
     children: list[Node] = []
     for o in ops_in:
         if isinstance(o, LazyArray):

@@ -28,33 +28,38 @@ from adaptune.lang.runtime import Runtime
 SHARED_INLINE_LIMIT = 24  # a node used by several consumers is recomputed only if it is this small
 
 
-def linearise(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int]]:
-    """Post-order of the DAG under ``roots`` (iterative: deep traces must not hit the recursion limit)."""
+def linearise(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int], tuple]:
+    """Post-order of the DAG under ``roots`` and its structure key, in one iterative pass.
+
+    The key holds, per node, its description and its children's positions, and the roots' positions:
+    the trace without its data. Iterative, so deep traces never hit the recursion limit.
+    """
     order: list[Node] = []
     pos: dict[int, int] = {}
+    items: list[tuple] = []
     for root in roots:
         if id(root) in pos:
             continue
-        stack: list[tuple[Node, int]] = [(root, 0)]
+        stack = [root]
         while stack:
-            node, i = stack[-1]
-            children = node.children
-            if i < len(children):
-                stack[-1] = (node, i + 1)
-                child = children[i]
-                if id(child) not in pos:
-                    stack.append((child, 0))
-            else:
-                stack.pop()
-                if id(node) not in pos:
-                    pos[id(node)] = len(order)
-                    order.append(node)
-    return order, pos
-
-
-def structure_key(order: list[Node], pos: dict[int, int], roots: Sequence[Node]) -> tuple:
-    return (tuple((n.desc(), tuple(pos[id(c)] for c in n.children)) for n in order),
-            tuple(pos[id(r)] for r in roots))
+            node = stack[-1]
+            waiting = False
+            for c in node.children:
+                if id(c) not in pos:
+                    stack.append(c)
+                    waiting = True
+            if waiting:
+                continue
+            stack.pop()
+            if id(node) in pos:
+                continue
+            pos[id(node)] = len(order)
+            order.append(node)
+            k = node._key
+            if k is None:
+                k = node._key = node.desc()
+            items.append((k, tuple([pos[id(c)] for c in node.children])))
+    return order, pos, (tuple(items), tuple([pos[id(r)] for r in roots]))
 
 
 @dataclass

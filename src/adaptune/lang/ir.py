@@ -51,12 +51,21 @@ def size_of(shape: tuple[int, ...]) -> int:
 class Node:
     """Base class: ``shape``, ``dtype``, ``children`` and a structural description ``desc``."""
 
-    __slots__ = ("shape", "dtype", "children", "__weakref__")
+    __slots__ = ("shape", "dtype", "children", "_key", "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, children: tuple[Node, ...] = ()) -> None:
         self.shape = shape
         self.dtype = dtype
         self.children = children
+        self._key: tuple | None = None
+
+    @property
+    def key(self) -> tuple:
+        """``desc()``, computed once (a flush hashes it for every node of the trace)."""
+        k = self._key
+        if k is None:
+            k = self._key = self.desc()
+        return k
 
     @property
     def size(self) -> int:

@@ -67,7 +67,7 @@ class ReductionInput:
         hit = self._plans.get(key)
         if hit is None:
             node = self.node()
-            order, pos = fuse.linearise([node])
+            order, pos, _ = fuse.linearise([node])
             plan = fuse.build(order, pos, [node], self.runtime, lambda rs, n, rt: (variant, dict(params)))
             hit = self._plans[key] = (plan, order)
         plan, order = hit

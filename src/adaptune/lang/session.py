@@ -105,8 +105,7 @@ class Session:
             if id(b.node) not in seen:
                 seen.add(id(b.node))
                 roots.append(b.node)
-        order, pos = fuse.linearise(roots)
-        key = fuse.structure_key(order, pos, roots)
+        order, pos, key = fuse.linearise(roots)
         plan = self.plans.get(key)
         runtime = self.runtime
         stats.nodes = len(order)
