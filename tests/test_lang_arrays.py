@@ -113,6 +113,16 @@ def test_each_reduction_variant_matches_numpy(rng, variant):
             np.testing.assert_array_equal(ax.max(axis=axis).get(), x.max(axis=axis))
         y = rng.random((3, 5, 4))
         np.testing.assert_allclose(anp.asarray(y).sum(axis=(0, 2)).get(), y.sum(axis=(0, 2)), rtol=1e-12)
+        # reductions over one shape and axes share a kernel (and their common subexpressions)
+        ay = anp.asarray(y)
+        e = anp.exp(ay)
+        total, top, count = e.sum(axis=1), (e * ay).max(axis=1), (ay > 0.5).sum(axis=1)
+        del e  # a temporary nobody holds is never materialised
+        stats = anp.flush()
+        assert stats.kernels == (2 if variant == "two_pass" else 1)
+        np.testing.assert_allclose(total.get(), np.exp(y).sum(axis=1), rtol=1e-12)
+        np.testing.assert_allclose(top.get(), (np.exp(y) * y).max(axis=1), rtol=1e-12)
+        np.testing.assert_array_equal(count.get(), (y > 0.5).sum(axis=1))
     finally:
         sess.chooser = None
 

@@ -9,6 +9,8 @@ NumPy's own exception types.
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +19,7 @@ import numpy as np
 
 from adaptune.lang import ops
 from adaptune.lang.ir import (
-    CTYPES,
+    SUPPORTED_SET,
     Buffer,
     Map,
     Node,
@@ -57,8 +59,8 @@ class LazyArray:
         if not isinstance(node, Buffer | Scalar):
             session().track(base)
         shape = node.shape
-        return cls(base, shape, contiguous_strides(shape), 0, tuple((0, 1, n) for n in shape),
-                   tuple(range(len(shape))))
+        strides, region, vdims = _whole(shape)
+        return cls(base, shape, strides, 0, region, vdims)
 
     @property
     def is_whole(self) -> bool:
@@ -84,7 +86,7 @@ class LazyArray:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -163,19 +165,23 @@ class LazyArray:
             return eager("advanced indexing", lambda a, k: a[k], self, key)
         if not isinstance(key, tuple):
             key = (key,)
-        n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
-        if sum(1 for k in key if k is Ellipsis) > 1:
-            raise IndexError("an index can only have a single ellipsis ('...')")
-        if n_real > self.ndim:
-            raise IndexError(f"too many indices for array: array is {self.ndim}-dimensional, "
-                             f"but {n_real} were indexed")
-        expanded: list[Any] = []
-        for k in key:
-            if k is Ellipsis:
-                expanded.extend([slice(None)] * (self.ndim - n_real))
-            else:
-                expanded.append(k)
-        expanded.extend([slice(None)] * (self.ndim - sum(1 for k in expanded if k is not None)))
+        ndim = len(self.shape)
+        if len(key) == ndim and all(type(k) is slice for k in key):
+            expanded: list[Any] = list(key)  # the common case: one slice per dimension
+        else:
+            n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+            if sum(1 for k in key if k is Ellipsis) > 1:
+                raise IndexError("an index can only have a single ellipsis ('...')")
+            if n_real > ndim:
+                raise IndexError(f"too many indices for array: array is {ndim}-dimensional, "
+                                 f"but {n_real} were indexed")
+            expanded = []
+            for k in key:
+                if k is Ellipsis:
+                    expanded.extend([slice(None)] * (ndim - n_real))
+                else:
+                    expanded.append(k)
+            expanded.extend([slice(None)] * (ndim - sum(1 for k in expanded if k is not None)))
         shape, strides, vdims = [], [], []
         offset = self.offset
         region = list(self.region) if self.region is not None else None
@@ -188,7 +194,18 @@ class LazyArray:
                 continue
             n, st = self.shape[d], self.strides[d]
             bd = self.vdims[d] if self.vdims is not None else -1
-            if isinstance(k, numbers.Integral) and not isinstance(k, bool):
+            if type(k) is slice:
+                start, stop, step = k.indices(n)
+                count = len(range(start, stop, step))
+                if count:
+                    offset += start * st
+                shape.append(count)
+                strides.append(st * step)
+                if region is not None and bd >= 0:
+                    s0, s1, _ = region[bd]
+                    region[bd] = (s0 + start * s1, s1 * step, count)
+                vdims.append(bd)
+            elif isinstance(k, numbers.Integral) and not isinstance(k, bool):
                 i = int(k) + n if int(k) < 0 else int(k)
                 if not 0 <= i < n:
                     raise IndexError(f"index {int(k)} is out of bounds for axis {d} with size {n}")
@@ -401,6 +418,11 @@ class LazyArray:
         return mean(self, axis, dtype=dtype, keepdims=keepdims)
 
 
+@functools.lru_cache(maxsize=4096)
+def _whole(shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[tuple[int, int, int], ...], tuple[int, ...]]:
+    return contiguous_strides(shape), tuple((0, 1, n) for n in shape), tuple(range(len(shape)))
+
+
 def _ordered(vdims: tuple[int, ...]) -> bool:
     real = [d for d in vdims if d >= 0]
     return real == sorted(real)
@@ -436,16 +458,10 @@ def asarray(obj: Any, dtype: Any = None) -> LazyArray:
     host = np.asarray(obj, dtype=dtype)
     if host.dtype == np.float16 or host.dtype.kind in "c":
         check_dtype(host.dtype)
-    if dtype is None and host.dtype not in (np.bool_,) and host.dtype.name not in ops_dtypes():
+    if dtype is None and host.dtype not in SUPPORTED_SET:
         host = host.astype(_default_for(host.dtype))
     dt = check_dtype(host.dtype)
     return LazyArray.wrap(Buffer(sess.runtime.upload(host), host.shape, dt))
-
-
-def ops_dtypes() -> tuple[str, ...]:
-    from adaptune.lang.ir import CTYPES
-
-    return tuple(CTYPES)
 
 
 def _default_for(dt: np.dtype) -> np.dtype:
@@ -475,7 +491,7 @@ def apply(name: str, *operands: Any) -> LazyArray:
     keys = [o.dtype if isinstance(o, LazyArray) else np.dtype(type(o)) if isinstance(o, np.generic) else o
             for o in ops_in]
     out, compute = ops.resolve(name, keys)
-    if out.name not in CTYPES:
+    if out not in SUPPORTED_SET:
         check_dtype(out)
     kinds = ops.UFUNCS[name][2]
     if compute.kind not in kinds and not (compute.kind == "b" and name in ops.BOOL_OPS):

@@ -381,29 +381,37 @@ def _o_multi(ctx: Ctx, rs: ReduceShape, o: str) -> tuple[str, ...] | None:
     return ctx.multi(Index(tuple(rs.src_shape[d] for d in rs.kept), flat=o))
 
 
-def _accumulate(ctx: Ctx, node: Reduce, rs: ReduceShape, o: str, r: str, o_multi, acc: str) -> None:
-    src = node.children[0]
+def _accumulate(ctx: Ctx, nodes: list[Reduce], rs: ReduceShape, o: str, r: str, o_multi) -> None:
+    """One loop body: every reduction's producer at (o, r), inlined once (shared subexpressions computed once)."""
     ctx.push()
-    v = value(ctx, src, _reduce_index(ctx, rs, o, r, o_multi))
-    if src.dtype != node.dtype:
-        v = convert(v, node.dtype)
-    ctx.emit(f"{acc} = {ops.combine(node.op, acc, v, node.dtype)};")
+    index = _reduce_index(ctx, rs, o, r, o_multi)
+    for k, node in enumerate(nodes):
+        src = node.children[0]
+        v = value(ctx, src, index)
+        if src.dtype != node.dtype:
+            v = convert(v, node.dtype)
+        ctx.emit(f"acc{k} = {ops.combine(node.op, f'acc{k}', v, node.dtype)};")
     ctx.pop()
 
 
-def _tree(ctx: Ctx, node: Reduce, lanes: str, lane: str, base: str) -> None:
+def _tree(ctx: Ctx, nodes: list[Reduce], lanes: str, lane: str, base: str) -> None:
     """Compact tree in shared memory over ``lanes`` consecutive slots starting at ``base`` (uniform barriers)."""
     ctx.emit(f"for (u32 s = {lanes} / 2; s > 0; s >>= 1) {{")
-    ctx.emit(f"    if ({lane} < s) sm[{base} + {lane}] = "
-             f"{ops.combine(node.op, f'sm[{base} + {lane}]', f'sm[{base} + {lane} + s]', node.dtype)};")
+    ctx.emit(f"    if ({lane} < s) {{")
+    for k, node in enumerate(nodes):
+        a, b = f"sm{k}[{base} + {lane}]", f"sm{k}[{base} + {lane} + s]"
+        ctx.emit(f"        {a} = {ops.combine(node.op, a, b, node.dtype)};")
+    ctx.emit("    }")
     ctx.emit("    BARRIER();")
     ctx.emit("}")
 
 
-def reduction(node: Reduce, external: set[int], variant: str, block: int, seg: int = 32,
+def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, block: int, seg: int = 32,
               parts: int = 1) -> tuple[str, Ctx]:
     """Source of one reduction kernel (for ``two_pass``, the first pass: ``parts`` partials per output).
 
+    ``nodes``: one reduction, or several over the same shape and axes (one kernel, one accumulator and one
+    output each, their producers sharing common subexpressions: n-body's three force components).
     Variants (seed 002, ch. 3 and 6): ``thread_per_output`` (a sequential loop per work-item; coalesced
     when the reduced axis is not the innermost), ``tree`` (a work-group per output, strided loads then a
     shared-memory tree), ``segmented`` (``seg`` work-items per output, several outputs per group) and
@@ -411,22 +419,24 @@ def reduction(node: Reduce, external: set[int], variant: str, block: int, seg: i
     """
     if variant not in REDUCE_VARIANTS:
         raise ValueError(f"unknown reduction variant {variant!r}; known: {', '.join(REDUCE_VARIANTS)}")
-    rs = reduce_shape(node)
+    nodes = [nodes] if isinstance(nodes, Reduce) else list(nodes)
+    rs = reduce_shape(nodes[0])
     ctx = Ctx(external=external)
-    t = ctype(node.dtype)
-    ident = ops.identity(node.op, node.dtype)
     i = ctx.idx_t
     head: list[str] = []
+    inits = [f"{ctype(n.dtype)} acc{k} = {ops.identity(n.op, n.dtype)};" for k, n in enumerate(nodes)]
     if variant == "thread_per_output":
         head = [f"const {i} o = ({i})GROUP_ID() * ({i})GROUP_SIZE() + ({i})LID();",
                 f"if (o >= {rs.n_out}) return;"]
         ctx.lines = []
         o_multi = _o_multi(ctx, rs, "o")
-        ctx.emit(f"{t} acc = {ident};")
+        for line in inits:
+            ctx.emit(line)
         ctx.emit(f"for ({i} r = 0; r < {rs.length}; ++r) {{")
-        _accumulate(ctx, node, rs, "o", "r", o_multi, "acc")
+        _accumulate(ctx, nodes, rs, "o", "r", o_multi)
         ctx.emit("}")
-        ctx.emit("out[o] = acc;")
+        for k in range(len(nodes)):
+            ctx.emit(f"out{k}[o] = acc{k};")
     else:
         if variant == "tree":
             lanes, lane, base, o_expr, lo, hi, step = str(block), "lid", "0", f"({i})GROUP_ID()", "lid", \
@@ -443,27 +453,33 @@ def reduction(node: Reduce, external: set[int], variant: str, block: int, seg: i
             hi = f"(({i})(GROUP_ID() % {parts}) * {chunk} + {chunk} < {rs.length} ? " \
                  f"({i})(GROUP_ID() % {parts}) * {chunk} + {chunk} : {rs.length})"
             step = str(block)
-        head = [f"SHARED {t} sm[{block}];", "const u32 lid = LID();"]
+        head = [f"SHARED {ctype(n.dtype)} sm{k}[{block}];" for k, n in enumerate(nodes)]
+        head.append("const u32 lid = LID();")
         if variant == "segmented":
             head.append(f"const u32 lane = lid % {seg};")
         head.append(f"const {i} o = {o_expr};")
         ctx.lines = []
-        ctx.emit(f"{t} acc = {ident};")
+        for line in inits:
+            ctx.emit(line)
         ctx.emit(f"if (o < {rs.n_out}) {{")
         ctx.push()
         o_multi = _o_multi(ctx, rs, "o")
         ctx.emit(f"const {i} hi = {hi};")
         ctx.emit(f"for ({i} r = {lo}; r < hi; r += {step}) {{")
-        _accumulate(ctx, node, rs, "o", "r", o_multi, "acc")
+        _accumulate(ctx, nodes, rs, "o", "r", o_multi)
         ctx.emit("}")
         ctx.pop()
         ctx.emit("}")
-        ctx.emit("sm[lid] = acc;")
+        for k in range(len(nodes)):
+            ctx.emit(f"sm{k}[lid] = acc{k};")
         ctx.emit("BARRIER();")
-        _tree(ctx, node, lanes, lane, base)
-        target = "out[GROUP_ID()]" if variant == "two_pass" else "out[o]"
-        ctx.emit(f"if ({lane} == 0 && o < {rs.n_out}) {target} = sm[{base}];")
-    sig = signature(ctx, [("out", node.dtype)])
+        _tree(ctx, nodes, lanes, lane, base)
+        target = "GROUP_ID()" if variant == "two_pass" else "o"
+        ctx.emit(f"if ({lane} == 0 && o < {rs.n_out}) {{")
+        for k in range(len(nodes)):
+            ctx.emit(f"    out{k}[{target}] = sm{k}[{base}];")
+        ctx.emit("}")
+    sig = signature(ctx, [(f"out{k}", n.dtype) for k, n in enumerate(nodes)])
     body = "\n".join(ctx.lines)
     idx_t = index_type(rs.n_out * rs.length * max(parts, 1), *_sizes(ctx))
     src = f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n" + "".join(f"    {h}\n" for h in head) + body + "\n}\n"

@@ -25,6 +25,7 @@ from adaptune.lang import codegen
 from adaptune.lang.ir import Buffer, Map, Node, Reduce, Scalar, Update, View, count_ops, is_identity_view
 from adaptune.lang.runtime import Runtime
 
+MAX_FUSED_REDUCTIONS = 4  # accumulators per reduction kernel (shared memory: one block-sized array each)
 SHARED_INLINE_LIMIT = 24  # a node used by several consumers is recomputed only if it is this small
 
 
@@ -142,19 +143,28 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
           choose: Callable[[codegen.ReduceShape, Reduce, Runtime], tuple[str, dict[str, int]]]) -> Plan:
     """Partition, generate and compile; ``choose`` picks a reduction variant and its parameters."""
     mat = _materialised(order, pos, roots)
-    level: dict[int, int] = {}
+    deps = {id(n): _deps(n, mat) for n in order if id(n) in mat}
+    level = _levels(order, mat, deps, {})
+    # reductions over one shape and axes run at the latest level any of them needs, so they share a kernel
+    latest: dict[tuple, int] = {}
+    for n in order:
+        if isinstance(n, Reduce):
+            rkey = (n.children[0].shape, n.axes)
+            latest[rkey] = max(latest.get(rkey, 0), level[id(n)])
+    floors = {id(n): latest[(n.children[0].shape, n.axes)] for n in order if isinstance(n, Reduce)}
+    level = _levels(order, mat, deps, floors)
     groups: dict[tuple, list[Node]] = {}
     for n in order:
         if id(n) not in mat:
             continue
-        lv = 0
-        for d, pw in _deps(n, mat):
-            if isinstance(d, Buffer) and id(d) not in mat:
-                continue
-            same = pw and not isinstance(n, Reduce) and not isinstance(d, Reduce) and d.shape == n.shape
-            lv = max(lv, level[id(d)] + (0 if same else 1))
-        level[id(n)] = lv
-        gkey = (lv, "reduce", id(n)) if isinstance(n, Reduce) else (lv, "map", n.shape)
+        lv = level[id(n)]
+        if isinstance(n, Reduce):  # up to MAX_FUSED_REDUCTIONS accumulators per kernel
+            rkey = (n.children[0].shape, n.axes)
+            gkey = (lv, "reduce", (rkey, 0))
+            while len(groups.get(gkey, ())) >= MAX_FUSED_REDUCTIONS:
+                gkey = (lv, "reduce", (rkey, gkey[2][1] + 1))
+        else:
+            gkey = (lv, "map", n.shape)
         groups.setdefault(gkey, []).append(n)
     steps: list[Step] = []
     slot_of: dict[int, tuple[str, int]] = {}
@@ -180,12 +190,11 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
             steps.append(_step(runtime, src, ctx, outs, slot_of, grid, block, what))
             steps[-1].items = nodes[0].size
         else:
-            node = nodes[0]
-            rs = codegen.reduce_shape(node)
-            variant, params = choose(rs, node, runtime)
+            rs = codegen.reduce_shape(nodes[0])
+            variant, params = choose(rs, nodes[0], runtime)
             reductions.append({"n_out": rs.n_out, "length": rs.length, "stride": rs.stride,
-                               "variant": variant, **params})
-            n_tmp = _reduce_steps(node, rs, variant, params, external, runtime, steps, slot_of, n_tmp)
+                               "variant": variant, "fused": len(nodes), **params})
+            n_tmp = _reduce_steps(nodes, rs, variant, params, external, runtime, steps, slot_of, n_tmp)
     root_slots = []
     for r in roots:
         kind, slot = slot_of[id(r)]
@@ -196,6 +205,23 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
     plan.kernels = len(steps)
     plan.bytes = sum(s.bytes for s in steps)
     return plan
+
+
+def _levels(order: list[Node], mat: set[int], deps: dict[int, list[tuple[Node, bool]]],
+            floors: dict[int, int]) -> dict[int, int]:
+    """Kernel level of each materialised node: after everything it reads through a non-pointwise edge."""
+    level: dict[int, int] = {}
+    for n in order:
+        if id(n) not in mat:
+            continue
+        lv = floors.get(id(n), 0)
+        for d, pw in deps[id(n)]:
+            if isinstance(d, Buffer) and id(d) not in mat:
+                continue
+            same = pw and not isinstance(n, Reduce) and not isinstance(d, Reduce) and d.shape == n.shape
+            lv = max(lv, level[id(d)] + (0 if same else 1))
+        level[id(n)] = lv
+    return level
 
 
 def _describe(nodes: Sequence[Node]) -> str:
@@ -226,39 +252,49 @@ def _step(runtime: Runtime, src: str, ctx: codegen.Ctx, outs, slot_of, grid: int
     return Step(launch, grid, block, args, outs, what, src, nbytes)
 
 
-def _reduce_steps(node: Reduce, rs: codegen.ReduceShape, variant: str, params: dict[str, int],
+def _reduce_steps(nodes: list[Reduce], rs: codegen.ReduceShape, variant: str, params: dict[str, int],
                   external: set[int], runtime: Runtime, steps: list[Step], slot_of: dict, n_tmp: int) -> int:
     block = int(params.get("block", 256))
-    what = _describe([node])
+    what = _describe(nodes)
     if variant == "thread_per_output":
-        src, ctx = codegen.reduction(node, external, variant, block)
+        src, ctx = codegen.reduction(nodes, external, variant, block)
         grid = -(-rs.n_out // block)
     elif variant == "tree":
-        src, ctx = codegen.reduction(node, external, variant, block)
+        src, ctx = codegen.reduction(nodes, external, variant, block)
         grid = rs.n_out
     elif variant == "segmented":
         seg = int(params.get("seg", 32))
-        src, ctx = codegen.reduction(node, external, variant, block, seg=seg)
+        src, ctx = codegen.reduction(nodes, external, variant, block, seg=seg)
         grid = -(-rs.n_out // (block // seg))
     else:
         parts = int(params.get("parts", 0)) or default_parts(rs, block, runtime)
-        src, ctx = codegen.reduction(node, external, variant, block, parts=parts)
-        partial = ("tmp", n_tmp)
-        n_tmp += 1
-        steps.append(_step(runtime, src, ctx, [("tmp", partial[1], rs.n_out * parts, node.dtype)], slot_of,
-                           rs.n_out * parts, block, what + " (pass 1)"))
-        buf = Buffer(None, (rs.n_out, parts), node.dtype)
-        second = Reduce(node.op, buf, (1,), node.dtype)
-        slot_of[id(buf)] = partial
+        src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts)
+        partials = []
+        for node in nodes:
+            partials.append(("tmp", n_tmp, rs.n_out * parts, node.dtype))
+            n_tmp += 1
+        steps.append(_step(runtime, src, ctx, partials, slot_of, rs.n_out * parts, block, what + " (pass 1)"))
+        seconds = []
+        for node, (_, slot, _, _) in zip(nodes, partials, strict=True):
+            buf = Buffer(None, (rs.n_out, parts), node.dtype)
+            slot_of[id(buf)] = ("tmp", slot)
+            seconds.append(Reduce(node.op, buf, (1,), node.dtype))
         fblock = min(block, max(32, 1 << (parts - 1).bit_length()), runtime.max_block)
-        src, ctx = codegen.reduction(second, {id(buf)}, "tree", fblock)
+        src, ctx = codegen.reduction(seconds, {id(r.children[0]) for r in seconds}, "tree", fblock)
+        outs = []
+        for node in nodes:
+            slot_of[id(node)] = ("tmp", n_tmp)
+            outs.append(("tmp", n_tmp, rs.n_out, node.dtype))
+            n_tmp += 1
+        steps.append(_step(runtime, src, ctx, outs, slot_of, rs.n_out, fblock, what + " (pass 2)"))
+        return n_tmp
+    outs = []
+    for node in nodes:
         slot_of[id(node)] = ("tmp", n_tmp)
-        steps.append(_step(runtime, src, ctx, [("tmp", n_tmp, rs.n_out, node.dtype)], slot_of, rs.n_out, fblock,
-                           what + " (pass 2)"))
-        return n_tmp + 1
-    slot_of[id(node)] = ("tmp", n_tmp)
-    steps.append(_step(runtime, src, ctx, [("tmp", n_tmp, rs.n_out, node.dtype)], slot_of, grid, block, what))
-    return n_tmp + 1
+        outs.append(("tmp", n_tmp, rs.n_out, node.dtype))
+        n_tmp += 1
+    steps.append(_step(runtime, src, ctx, outs, slot_of, grid, block, what))
+    return n_tmp
 
 
 def default_parts(rs: codegen.ReduceShape, block: int, runtime: Runtime) -> int:

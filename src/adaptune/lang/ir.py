@@ -10,6 +10,7 @@ region, old element outside), i.e. the double-buffered kernel a hand-written Jac
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -21,6 +22,7 @@ CTYPES: dict[str, str] = {
     "float32": "float", "float64": "double",
 }
 SUPPORTED = tuple(np.dtype(n) for n in CTYPES)
+SUPPORTED_SET = frozenset(SUPPORTED)
 
 
 def check_dtype(dtype: Any) -> np.dtype:
@@ -36,6 +38,7 @@ def ctype(dtype: np.dtype) -> str:
     return CTYPES[dtype.name]
 
 
+@functools.lru_cache(maxsize=4096)
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     strides, acc = [], 1
     for n in reversed(shape):

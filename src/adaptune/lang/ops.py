@@ -134,10 +134,12 @@ def _resolve(name: str, keys: tuple[Any, ...]) -> tuple[np.dtype, np.dtype]:
 
 def resolve(name: str, operands: list[Any]) -> tuple[np.dtype, np.dtype]:
     """(output dtype, compute dtype) of ``np.<name>`` over operands (dtypes, or Python scalars)."""
-    keys = tuple(o if isinstance(o, np.dtype) else type(o) for o in operands)
     # Python scalars are resolved by type with a representative value (weak promotion depends on type only)
-    keys = tuple(k if isinstance(k, np.dtype) else {bool: True, int: 1, float: 1.0}.get(k, k) for k in keys)
+    keys = tuple([o if isinstance(o, np.dtype) else _REPRESENTATIVE.get(type(o), o) for o in operands])
     return _resolve(name, keys)
+
+
+_REPRESENTATIVE = {bool: True, int: 1, float: 1.0}
 
 
 REDUCTIONS = {"add": "0", "multiply": "1", "maximum": None, "minimum": None, "logical_or": "0",
