@@ -78,6 +78,16 @@ def adaptune_sync() -> None:
     lang_session.session().runtime.synchronize()
 
 
+def kernels_only(iters: int, repeats: int) -> dict[str, float]:
+    """Replay the last flushed plan (same kernels, same inputs; kernels are pure): the generated code's
+    time without recording or planning in Python."""
+    from adaptune.lang import fuse
+
+    sess = lang_session.session()
+    plan, order, rt = sess.last_plan, sess.last_order, sess.runtime
+    return timed(lambda: fuse.run(plan, order, rt), adaptune_sync, iters, repeats)
+
+
 # ----------------------------------------------------------------------------- heat equation
 
 HEAT_CU = r"""
@@ -108,6 +118,7 @@ def bench_heat(peers: Peers, n: int, iters: int, repeats: int) -> dict[str, Any]
     out["adaptune"] = timed(ours, adaptune_sync, iters, repeats)
     out["kernels_per_iter"] = anp.last_flush().kernels
     out["flush_host_us"] = anp.last_flush().host_us
+    out["adaptune_kernels_only"] = kernels_only(iters, repeats)
     check = host.copy()
     probe = anp.asarray(host)
     for _ in range(3):
@@ -206,6 +217,7 @@ def bench_black_scholes(peers: Peers, n: int, iters: int, repeats: int) -> dict[
 
     out["adaptune"] = timed(ours, adaptune_sync, iters, repeats)
     out["kernels_per_iter"] = anp.last_flush().kernels
+    out["adaptune_kernels_only"] = kernels_only(iters, repeats)
     from scipy.special import erf as np_erf
 
     want = black_scholes(np, np_erf, s.astype(np.float64), k.astype(np.float64), t.astype(np.float64))
@@ -218,7 +230,10 @@ def bench_black_scholes(peers: Peers, n: int, iters: int, repeats: int) -> dict[
         c_s, c_k, c_t = cp.asarray(s), cp.asarray(k), cp.asarray(t)
         out["cupy"] = timed(lambda: black_scholes(cp, cps.erf, c_s, c_k, c_t), peers.sync, iters, repeats)
         try:
-            fused = cp.fuse(lambda s_, k_, t_: black_scholes(cp, cps.erf, s_, k_, t_))
+            def bs_fused(s_, k_, t_):
+                return black_scholes(cp, cps.erf, s_, k_, t_)
+
+            fused = cp.fuse(bs_fused)
             out["cupy_fuse"] = timed(lambda: fused(c_s, c_k, c_t), peers.sync, iters, repeats)
         except Exception as exc:
             out["cupy_fuse_error"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -269,6 +284,7 @@ def bench_shallow_water(peers: Peers, n: int, iters: int, repeats: int) -> dict[
 
     out["adaptune"] = timed(ours, adaptune_sync, iters, repeats)
     out["kernels_per_iter"] = anp.last_flush().kernels
+    out["adaptune_kernels_only"] = kernels_only(iters, repeats)
     ph, pu, pv = anp.asarray(h0), anp.asarray(z), anp.asarray(z)
     ch, cu, cv = h0.copy(), z.copy(), z.copy()
     for _ in range(3):
@@ -332,6 +348,7 @@ def bench_nbody(peers: Peers, n: int, iters: int, repeats: int) -> dict[str, Any
     out["adaptune"] = timed(ours, adaptune_sync, iters, repeats)
     out["kernels_per_iter"] = anp.last_flush().kernels
     out["bytes_moved_per_iter"] = anp.last_flush().bytes
+    out["adaptune_kernels_only"] = kernels_only(iters, repeats)
     probe = tuple(anp.asarray(a) for a in init)
     ref = tuple(a.astype(np.float64) for a in init)
     for _ in range(2):
@@ -444,6 +461,70 @@ def _last_choice(sess: Any) -> Any:
     return None
 
 
+def bench_variants(peers: Peers, big: bool, iters: int, repeats: int) -> dict[str, Any]:
+    """Every reduction variant (default work-group) on every ladder shape: direct (strided) vs coalesced
+    access, seed 002's ch. 4-6 comparison. Hopeless pairings (one work-item per output on a handful of
+    outputs, one group for a whole vector) are skipped."""
+    sess = lang_session.session()
+    out: dict[str, Any] = {}
+    for name, shape, axis in ladder_cases(big):
+        host = np.random.default_rng(4).random(shape, dtype=np.float32)
+        a = anp.asarray(host)
+        n_out = 1 if axis is None else int(np.prod(shape)) // shape[axis]
+        row: dict[str, Any] = {}
+        for variant in ("thread_per_output", "tree", "segmented", "two_pass"):
+            if (variant == "thread_per_output" and n_out < 4096) or (variant in ("tree", "segmented") and n_out == 1):
+                continue
+            sess.chooser = (lambda v: (lambda rs, node, rt: (v, {"block": 256, "seg": 32 if rs.length >= 256
+                                                                   else 8})))(variant)
+            keep: list[Any] = []
+
+            def ours(keep: list[Any] = keep, a: Any = a, axis: Any = axis) -> None:
+                keep[:] = [a.sum(axis=axis)]
+                anp.flush()
+
+            try:
+                row[variant] = timed(ours, adaptune_sync, iters, repeats, warmup=1)["ms"]
+                got = keep[0].get()
+                want = host.sum(axis=axis, dtype=np.float64)
+                if not np.allclose(got, want, rtol=1e-3):
+                    row[variant + "_wrong"] = True
+            except Exception as exc:
+                row[variant + "_error"] = f"{type(exc).__name__}: {exc}"[:200]
+        sess.chooser = None
+        out[name] = row
+        print(f"  variants {name}: {row}", flush=True)
+    # element-wise over a transposed view: the direct (strided-read) kernel; no coalesced variant exists yet
+    n = 8192 if big else 1024
+    host = np.random.default_rng(5).random((n, n), dtype=np.float32)
+    a = anp.asarray(host)
+    keep2: list[Any] = []
+    row2: dict[str, Any] = {"size": [n, n]}
+    for label, fn in (("contiguous", lambda: a * 2.0), ("transposed", lambda: a.T * 2.0)):
+        def step(fn: Any = fn) -> None:
+            keep2[:] = [fn()]
+            anp.flush()
+
+        row2[f"adaptune_{label}_ms"] = timed(step, adaptune_sync, iters, repeats)["ms"]
+    if peers.cp is not None:
+        c = peers.cp.asarray(host)
+        row2["cupy_contiguous_ms"] = timed(lambda: c * 2.0, peers.sync, iters, repeats)["ms"]
+        row2["cupy_transposed_ms"] = timed(lambda: c.T * 2.0, peers.sync, iters, repeats)["ms"]
+        if peers.jax is not None:
+            jax, jnp = peers.jax, peers.jnp
+            ja = jnp.asarray(host)
+            jt = jax.jit(lambda x: x.T * 2.0)
+            res: list[Any] = [None]
+
+            def jrun() -> None:
+                res[0] = jt(ja)
+
+            row2["jax_transposed_ms"] = timed(jrun, lambda: res[0].block_until_ready(), iters, repeats)["ms"]
+    out["elementwise_transpose"] = row2
+    print(f"  transpose: {row2}", flush=True)
+    return out
+
+
 # ----------------------------------------------------------------------------- flush overhead
 
 def bench_flush_overhead(n_flushes: int) -> dict[str, Any]:
@@ -484,6 +565,10 @@ def summarise(res: dict[str, Any], bw: float | None) -> None:
             continue
         ms = b["adaptune"]["ms"]
         b["adaptune_ms"] = ms
+        if "adaptune_kernels_only" in b:
+            b["adaptune_kernel_ms"] = b["adaptune_kernels_only"]["ms"]
+            if "handwritten" in b:
+                b["kernel_vs_handwritten"] = b["adaptune_kernel_ms"] / b["handwritten"]["ms"]
         for peer in ("cupy", "cupy_elementwise_kernel", "cupy_fuse", "jax", "handwritten", "numpy"):
             if peer in b and isinstance(b[peer], dict):
                 b[f"{peer}_ms"] = b[peer]["ms"]
@@ -509,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cuda", "opencl"), default=None)
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--parts", default="heat,black_scholes,shallow_water,nbody,reductions,overhead,tune")
+    ap.add_argument("--parts", default="heat,black_scholes,shallow_water,nbody,reductions,overhead,variants,tune")
     ap.add_argument("--tune-db", default=None, help="Store for the reduction and work-group tuning")
     args = ap.parse_args(argv)
     runtime = Runtime(args.device)
@@ -550,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         ("nbody", lambda: bench_nbody(peers, 8192 if big else 1024, 10 if big else 2, args.repeats)),
         ("reductions", lambda: bench_reductions(peers, big, 20 if big else 4, args.repeats)),
         ("overhead", lambda: bench_flush_overhead(2000 if big else 300)),
+        ("variants", lambda: bench_variants(peers, big, 10 if big else 2, 3)),
     ]
     for name, job in jobs:
         if name not in parts:
@@ -599,7 +685,7 @@ def tune_part(peers: Peers, big: bool, args: Any, res: dict[str, Any]) -> dict[s
     blocks = (128, 256, 512, 1024) if big else (64, 256)
     segs = (4, 8, 32) if big else (4, 16)
     t0 = time.perf_counter()
-    cv = lang_reduce.tune_reductions(db, ladder=ladder, repeats=3, blocks=blocks, segments=segs, model="tree",
+    cv = lang_reduce.tune_reductions(db, ladder=ladder, repeats=3, blocks=blocks, segments=segs, model="knn",
                                      install=False)
     rep = cv.last_training
     out["reduction_training"] = {"labels": rep.labels, "measured": rep.measured, "reused": rep.reused,
@@ -632,7 +718,7 @@ def tune_part(peers: Peers, big: bool, args: Any, res: dict[str, Any]) -> dict[s
 
 def print_table(res: dict[str, Any]) -> None:
     print(f"\ndevice {res['device']}  copy {res.get('copy_gbps') or 0:.0f} GB/s")
-    print(f"{'benchmark':16s} {'adaptune':>9s} {'cupy':>9s} {'fused':>9s} {'jax':>9s} {'hand':>9s} {'numpy':>9s} "
+    print(f"{'benchmark':16s} {'adaptune':>9s} {'kernels':>9s} {'cupy':>9s} {'fused':>9s} {'jax':>9s} {'hand':>9s} {'numpy':>9s} "
           f"{'GB/s':>7s} {'k/it':>5s}")
     for name in ("heat", "black_scholes", "shallow_water", "nbody"):
         b = res.get(name, {})
@@ -644,7 +730,7 @@ def print_table(res: dict[str, Any]) -> None:
         def f(x: Any) -> str:
             return f"{x:9.3f}" if isinstance(x, float) else f"{'-':>9s}"
 
-        print(f"{name:16s} {f(b['adaptune_ms'])} {f(b.get('cupy_ms'))} {f(fused)} {f(b.get('jax_ms'))} "
+        print(f"{name:16s} {f(b['adaptune_ms'])} {f(b.get('adaptune_kernel_ms'))} {f(b.get('cupy_ms'))} {f(fused)} {f(b.get('jax_ms'))} "
               f"{f(b.get('handwritten_ms'))} {f(b.get('numpy_ms'))} {b['gbps']:7.0f} {b['kernels_per_iter']:5d}")
     for name, row in res.get("reductions", {}).items():
         if "adaptune_ms" in row:

@@ -23,7 +23,7 @@ import numpy as np
 
 from adaptune.lang import codegen
 from adaptune.lang.ir import Buffer, Map, Node, Reduce, Scalar, Update, View, count_ops, is_identity_view
-from adaptune.lang.runtime import Runtime
+from adaptune.lang.runtime import Runtime, storage_dtype
 
 MAX_FUSED_REDUCTIONS = 4  # accumulators per reduction kernel (shared memory: one block-sized array each)
 SHARED_INLINE_LIMIT = 24  # a node used by several consumers is recomputed only if it is this small
@@ -247,6 +247,7 @@ def _describe(nodes: Sequence[Node]) -> str:
 def _step(runtime: Runtime, src: str, ctx: codegen.Ctx, outs, slot_of, grid: int, block: int,
           what: str) -> Step:
     launch = runtime.compile(src, "at_kernel", what)
+    outs = [(kind, slot, max(int(n), 1), storage_dtype(dt)) for kind, slot, n, dt in outs]
     args = [slot_of[id(n)] for n in ctx.inputs] + [slot_of[id(n)] for n in ctx.scalars]
     nbytes = sum(n.size * n.dtype.itemsize for n in ctx.inputs) + sum(k[2] * k[3].itemsize for k in outs)
     return Step(launch, grid, block, args, outs, what, src, nbytes)
@@ -306,9 +307,10 @@ def default_parts(rs: codegen.ReduceShape, block: int, runtime: Runtime) -> int:
 def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = None) -> list[Any]:
     """Launch the plan's kernels; return the device buffers of the roots (``record`` gets (step, args))."""
     tmp: list[Any] = [None] * plan.n_tmp
+    alloc = runtime.alloc
     for step in plan.steps:
         for _, slot, n, dtype in step.outputs:
-            tmp[slot] = runtime.empty(n, dtype)
+            tmp[slot] = alloc(n, dtype)
         args = []
         for kind, slot in step.args:
             if kind == "tmp":

@@ -44,6 +44,8 @@ class Runtime:
         self.xp = self.device.xp
         self._header = header()
         self._programs: dict[str, Any] = {}
+        # alloc(n, storage dtype): the hot path of a flush, bound straight to the array module
+        self.alloc = self.device.cp.empty if kind == "cuda" else self.device.empty
         self.compile_count = 0
         self.compile_s = 0.0
 

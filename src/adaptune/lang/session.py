@@ -57,6 +57,8 @@ class Session:
         self.flushes = 0
         self.ops_since_flush = 0
         self._chooser: Callable[..., tuple[str, dict[str, int]]] | None = None
+        self.last_plan: fuse.Plan | None = None
+        self.last_order: list[Node] = []
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
 
     @property
@@ -128,6 +130,7 @@ class Session:
             stats.cache_hit = True
         record: list | None = [] if (self.tuner is not None and not stats.cache_hit) else None
         results = fuse.run(plan, order, runtime, record)
+        self.last_plan, self.last_order = plan, order  # kept for replay (benchmarks time the kernels alone)
         if record:
             self.tuner.tune(record, runtime)
         self._assign(bases, roots, results)
