@@ -47,6 +47,7 @@ def test_elementwise_broadcasting_and_dtypes(rng):
         (ax ** 2, x ** 2),
         (ax[:, None, :3] * ay[None, :3, None], x[:, None, :3] * y[None, :3, None]),
     ]
+    cases += [(ai * 2, i * 2), (ai * 2.0, i * 2.0), (ai * True, i * True)]  # 2, 2.0, True: one cache key each
     for got, want in cases:
         out = got.get()
         assert out.dtype == want.dtype, (out.dtype, want.dtype)

@@ -116,7 +116,7 @@ BOOL_OPS = {"add": "logical_or", "multiply": "logical_and", "maximum": "logical_
 
 @functools.lru_cache(maxsize=4096)
 def _resolve(name: str, keys: tuple[Any, ...]) -> tuple[np.dtype, np.dtype]:
-    samples = [np.empty(0, k) if isinstance(k, np.dtype) else k for k in keys]
+    samples = [np.empty(0, k) if isinstance(k, np.dtype) else _REPRESENTATIVE[k] for k in keys]
     if name == "where":
         out = np.where(np.empty(0, bool), samples[1], samples[2]).dtype
         return out, out
@@ -134,12 +134,13 @@ def _resolve(name: str, keys: tuple[Any, ...]) -> tuple[np.dtype, np.dtype]:
 
 def resolve(name: str, operands: list[Any]) -> tuple[np.dtype, np.dtype]:
     """(output dtype, compute dtype) of ``np.<name>`` over operands (dtypes, or Python scalars)."""
-    # Python scalars are resolved by type with a representative value (weak promotion depends on type only)
-    keys = tuple([o if isinstance(o, np.dtype) else _REPRESENTATIVE.get(type(o), o) for o in operands])
+    # Python scalars are resolved by type with a representative value (weak promotion depends on type only);
+    # the cache key carries the type's name, because 1, 1.0 and True are equal (and hash alike) as keys
+    keys = tuple([o if isinstance(o, np.dtype) else type(o).__name__ for o in operands])
     return _resolve(name, keys)
 
 
-_REPRESENTATIVE = {bool: True, int: 1, float: 1.0}
+_REPRESENTATIVE = {"bool": True, "int": 1, "float": 1.0}
 
 
 REDUCTIONS = {"add": "0", "multiply": "1", "maximum": None, "minimum": None, "logical_or": "0",
