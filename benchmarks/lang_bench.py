@@ -589,6 +589,104 @@ def summarise(res: dict[str, Any], bw: float | None) -> None:
                 row["tuned_ms"] = row["tuned"]["ms"]
 
 
+def markdown(res: dict[str, Any]) -> str:
+    """The results as a short markdown report (``--report FILE.json`` writes FILE.md)."""
+    def f(x: Any, digits: int = 3) -> str:
+        return f"{x:.{digits}f}" if isinstance(x, float) else "-"
+
+    bw = res.get("copy_gbps")
+    lines = [f"# adaptune.numpy benchmarks on {res['device']}", "",
+             f"Date {res['date']}, commit {res['commit']}, {res['kind']}; NumPy {res['numpy']}"
+             + (f", CuPy {res['cupy']}" if "cupy" in res else "") + (f", JAX {res['jax']}" if "jax" in res else "")
+             + f"; median of {res['repeats']} runs (min/max in the JSON)."
+             + (f" Device-to-device copy: {bw:.0f} GB/s." if bw else ""), "",
+             "Times are ms per iteration. `adaptune` = record + flush + kernels, end to end; `kernels` = the "
+             "cached plan replayed (generated code alone). GB/s = bytes a perfect kernel moves / adaptune time.", "",
+             "| benchmark | adaptune | kernels | CuPy eager | CuPy fused | JAX jit | hand CUDA | NumPy | GB/s "
+             "| kernels/iter |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name in ("heat", "black_scholes", "shallow_water", "nbody"):
+        b = res.get(name, {})
+        if "adaptune_ms" not in b:
+            continue
+        fused = b.get("cupy_elementwise_kernel_ms", b.get("cupy_fuse_ms"))
+        lines.append(f"| {name} | {f(b['adaptune_ms'])} | {f(b.get('adaptune_kernel_ms'))} | {f(b.get('cupy_ms'))} | "
+                     f"{f(fused)} | {f(b.get('jax_ms'))} | {f(b.get('handwritten_ms'))} | {f(b.get('numpy_ms'))} | "
+                     f"{b['gbps']:.0f} | {b['kernels_per_iter']} |")
+    lines += ["", "Reduction ladder (float32 sums): ms; `rule` = untuned default, `tuned` = the trained "
+              "CodeVariant's pick.", "",
+              "| case | shape | axis | rule | tuned | CuPy | JAX | NumPy | rule/CuPy | rule choice | tuned choice |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, row in res.get("reductions", {}).items():
+        if "adaptune_ms" not in row:
+            continue
+
+        def ch(c: Any) -> str:
+            if not c:
+                return "-"
+            extra = ",".join(f"{k}={c[k]}" for k in ("block", "seg") if k in c)
+            return f"{c['variant']}[{extra}]"
+
+        ratio = row.get("cupy_ms", 0) / row["adaptune_ms"] if row.get("cupy_ms") else None
+        lines.append(f"| {name} | {tuple(row['shape'])} | {row['axis']} | {f(row['adaptune_ms'])} | "
+                     f"{f(row.get('tuned_ms'))} | {f(row.get('cupy_ms'))} | {f(row.get('jax_ms'))} | "
+                     f"{f(row.get('numpy_ms'))} | {f(ratio, 2)} | {ch(row.get('choice'))} | "
+                     f"{ch(row.get('tuned_choice'))} |")
+    var = res.get("variants", {})
+    if var:
+        lines += ["", "Every reduction variant at work-group 256 (ms): direct vs coalesced access.", "",
+                  "| case | thread_per_output | tree | segmented | two_pass |", "|---|---|---|---|---|"]
+        for name, row in var.items():
+            if name == "elementwise_transpose":
+                continue
+            lines.append(f"| {name} | " + " | ".join(f(row.get(v)) for v in
+                                                      ("thread_per_output", "tree", "segmented", "two_pass")) + " |")
+        et = var.get("elementwise_transpose")
+        if et:
+            lines += ["", "Element-wise `x * 2` (ms): " + ", ".join(f"{k.replace('_ms', '')} {f(v)}" for k, v in et.items()
+                                                                  if k.endswith("_ms"))]
+    ov = res.get("overhead")
+    if ov:
+        lines += ["", f"Flush with a cached plan (tiny update): host time p50 {ov['flush_host_us_p50']:.1f} us, "
+                  f"p90 {ov['flush_host_us_p90']:.1f} us; record + flush p50 {ov['record_and_flush_us_p50']:.1f} us."]
+    tr = res.get("tuning", {}).get("reduction_training")
+    if tr:
+        lines += ["", f"Reduction training: {tr['measured']} labels measured ({tr['reused']} reused) in "
+                  f"{tr['wall_s']:.0f} s; cross-validated fraction of oracle {f(tr['cv_fraction_of_oracle'], 2)}."]
+    wg = res.get("tuning", {}).get("workgroup")
+    if wg:
+        lines += ["", "Element-wise work-group tuning (ms per candidate size):"]
+        for r in wg["report"]:
+            lines.append(f"- {r['what']} ({r['items']} items): best {r['best_block']}, default {r['default_block']}, "
+                         + ", ".join(f"{k}: {v:.3f}" for k, v in sorted(r["times_ms"].items(), key=lambda kv: int(kv[0]))))
+    return "\n".join(lines) + "\n"
+
+
+def plot(res: dict[str, Any], path: Path) -> None:
+    """Bar chart: ms per iteration of each benchmark, adaptune next to its peers (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    peers = [("adaptune_ms", "adaptune"), ("adaptune_kernel_ms", "adaptune kernels"), ("cupy_ms", "CuPy eager"),
+             ("cupy_elementwise_kernel_ms", "CuPy EK"), ("cupy_fuse_ms", "cupy.fuse"), ("jax_ms", "jax.jit"),
+             ("handwritten_ms", "hand CUDA"), ("numpy_ms", "NumPy")]
+    names = [n for n in ("heat", "black_scholes", "shallow_water", "nbody") if "adaptune_ms" in res.get(n, {})]
+    present = [(k, lab) for k, lab in peers if any(k in res[n] for n in names)]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / max(len(present), 1)
+    for i, (k, lab) in enumerate(present):
+        ax.bar([j + i * width for j in range(len(names))], [res[n].get(k, 0) for n in names], width, label=lab)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(names))], names)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms per iteration")
+    ax.set_title(f"adaptune.numpy on {res['device']} ({res['date']}, {res['commit']})")
+    ax.legend(fontsize=7, ncol=4)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=("cuda", "opencl"), default=None)
@@ -596,7 +694,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--parts", default="heat,black_scholes,shallow_water,nbody,reductions,overhead,variants,tune")
     ap.add_argument("--tune-db", default=None, help="Store for the reduction and work-group tuning")
+    ap.add_argument("--report", default=None, help="write the markdown report of this results JSON and exit")
     args = ap.parse_args(argv)
+    if args.report:
+        src = Path(args.report)
+        data = json.loads(src.read_text())
+        src.with_suffix(".md").write_text(markdown(data))
+        plot(data, src.with_suffix(".png"))
+        return 0
     runtime = Runtime(args.device)
     lang_session.use_runtime(runtime)
     peers = Peers(runtime.kind)
@@ -625,6 +730,7 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         summarise(res, bw)
         path.write_text(json.dumps(res, indent=1, default=float))
+        path.with_suffix(".md").write_text(markdown(res))
 
     jobs: list[tuple[str, Callable[[], Any]]] = [
         ("heat", lambda: bench_heat(peers, 8192 if big else 1024, 20 if big else 8, args.repeats)),

@@ -34,6 +34,8 @@ _LAZY: dict[str, str] = {
     # adaptive selection
     "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
     "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",
+    # lang: lazy NumPy arrays compiled into fused kernels (entry point: import adaptune.numpy as anp)
+    "LazyArray": "adaptune.lang", "FlushStats": "adaptune.lang", "FallbackWarning": "adaptune.lang",
 }
 
 __all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]
