@@ -611,7 +611,7 @@ def markdown(res: dict[str, Any]) -> str:
         fused = b.get("cupy_elementwise_kernel_ms", b.get("cupy_fuse_ms"))
         lines.append(f"| {name} | {f(b['adaptune_ms'])} | {f(b.get('adaptune_kernel_ms'))} | {f(b.get('cupy_ms'))} | "
                      f"{f(fused)} | {f(b.get('jax_ms'))} | {f(b.get('handwritten_ms'))} | {f(b.get('numpy_ms'))} | "
-                     f"{b['gbps']:.0f} | {b['kernels_per_iter']} |")
+                     f"{b['gbps']:.{0 if b['gbps'] >= 10 else 2}f} | {b['kernels_per_iter']} |")
     lines += ["", "Reduction ladder (float32 sums): ms; `rule` = untuned default, `tuned` = the trained "
               "CodeVariant's pick.", "",
               "| case | shape | axis | rule | tuned | CuPy | JAX | NumPy | rule/CuPy | rule choice | tuned choice |",
@@ -655,7 +655,11 @@ def markdown(res: dict[str, Any]) -> str:
     wg = res.get("tuning", {}).get("workgroup")
     if wg:
         lines += ["", "Element-wise work-group tuning (ms per candidate size):"]
+        seen: set[str] = set()
         for r in wg["report"]:
+            if r["kernel"] in seen:
+                continue
+            seen.add(r["kernel"])
             lines.append(f"- {r['what']} ({r['items']} items): best {r['best_block']}, default {r['default_block']}, "
                          + ", ".join(f"{k}: {v:.3f}" for k, v in sorted(r["times_ms"].items(), key=lambda kv: int(kv[0]))))
     return "\n".join(lines) + "\n"
