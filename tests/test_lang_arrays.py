@@ -239,3 +239,34 @@ def test_writes_through_transposed_and_reshaped_views_are_compiled(rng):
     ref.T[::2, 1:3] = -1.0
     ref.reshape(6, 4)[1:, ::-1][2] = np.arange(4.0)
     np.testing.assert_array_equal(a.get(), ref)
+
+
+def test_random_views_writes_and_sums_match_numpy():
+    """Seeded random basic indexing (negative steps, integers), writes through the view, reductions of it."""
+    import random
+
+    picker = random.Random(5)
+    rng = np.random.default_rng(5)
+
+    def some_slice(n):
+        start, stop = picker.choice([None, picker.randint(-n, n)]), picker.choice([None, picker.randint(-n, n)])
+        return slice(start, stop, picker.choice([1, 2, -1, -2, 3]))
+
+    checked = 0
+    while checked < 8:
+        shape = tuple(picker.randint(1, 6) for _ in range(picker.randint(1, 3)))
+        key = tuple(some_slice(n) if picker.random() < 0.8 else picker.randint(-n, n - 1) for n in shape)
+        x = rng.random(shape)
+        want = x[key]
+        if want.size == 0 or want.ndim == 0:
+            continue
+        a = anp.asarray(x)
+        view = a[key]
+        np.testing.assert_array_equal(view.get(), want)
+        value = rng.random(want.shape)
+        a[key] = anp.asarray(value)
+        x[key] = value
+        np.testing.assert_array_equal(a.get(), x)
+        axis = picker.choice([None, *range(want.ndim)])
+        np.testing.assert_allclose(view.sum(axis=axis).get(), x[key].sum(axis=axis), rtol=1e-12)  # view aliases a
+        checked += 1

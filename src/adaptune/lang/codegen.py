@@ -223,6 +223,11 @@ def _update(ctx: Ctx, node: Update, idx: Index) -> str:
     multi = ctx.multi(idx)
     conds, rel = [], []
     for m, (start, step, count) in zip(multi, node.region, strict=True):
+        if m == "0":  # a dimension of length 1: decide here, not in the kernel
+            if start != 0 or count < 1:
+                conds.append("0")
+            rel.append("0")
+            continue
         if step == 1:
             r = f"({m} - {start})" if start else m
             if start:
