@@ -99,6 +99,9 @@ def test_reductions_every_axis_and_op(rng):
     np.testing.assert_array_equal(anp.asarray(ints).sum(axis=1, keepdims=True).get(), ints.sum(1, keepdims=True))
     assert bool((anp.asarray(ints) > 50).any()) == bool((ints > 50).any())
     assert float(anp.sum(anp.asarray(x))) == pytest.approx(x.sum())
+    empty = anp.zeros((0, 3))  # empty arrays launch nothing and reduce to the identity
+    assert (empty + 1).get().shape == (0, 3)
+    np.testing.assert_array_equal(empty.sum(axis=0).get(), np.zeros(3))
 
 
 @pytest.mark.parametrize("variant", ["thread_per_output", "tree", "segmented", "two_pass"])

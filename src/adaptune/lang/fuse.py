@@ -319,7 +319,8 @@ def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = N
                 node = order[slot]
                 args.append(node.data if isinstance(node, Buffer) else _scalar_arg(node))
         args.extend(tmp[slot] for _, slot, _, _ in step.outputs)
-        step.launch(step.grid, step.block, args)
+        if step.grid:  # an empty array launches nothing (CUDA refuses a zero-sized grid)
+            step.launch(step.grid, step.block, args)
         if record is not None:
             record.append((step, args))
     return [tmp[s] if s >= 0 else order[-1 - s].data for s in plan.root_slots]
