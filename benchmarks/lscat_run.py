@@ -50,11 +50,12 @@ def _compile(item: dict, cubin_dir: str) -> tuple[str, str | None, str]:
 class Workers:
     """One active measuring process and one warm standby; a dead or hung active one is replaced."""
 
-    def __init__(self, sizes: list[int], budget_s: float) -> None:
+    def __init__(self, sizes: list[int], budget_s: float, standbys: int = 3) -> None:
         self.ctx = mp.get_context("spawn")
         self.sizes, self.budget_s = sizes, budget_s
         self.active = self._start()
-        self.standby = self._start()
+        self.standby = [self._start() for _ in range(standbys)]
+        self.dead: list = []
         self.restarts = 0
 
     def _start(self) -> tuple:
@@ -77,10 +78,10 @@ class Workers:
         proc, conn, _ = self.active
         if proc.is_alive():
             proc.kill()
-        proc.join(5)
         conn.close()
-        self.active = self.standby
-        self.standby = self._start()
+        self.dead.append(proc)  # reaped at close(); joining here would stall on context teardown
+        self.active = self.standby.pop(0)
+        self.standby.append(self._start())
         self.restarts += 1
 
     def run(self, item: dict, cubin: str | None, timeout_s: float) -> dict:
@@ -100,7 +101,9 @@ class Workers:
         return {"id": item["id"], "rows": [], "attrs": {}, "occ_block": None, "status": status, "error": err}
 
     def close(self) -> None:
-        for proc, conn, _ in (self.active, self.standby):
+        for proc in self.dead:
+            proc.join(1)
+        for proc, conn, _ in (self.active, *self.standby):
             with contextlib.suppress(OSError):
                 conn.send(None)
             proc.join(2)
@@ -114,11 +117,13 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--sizes", default="240,1016,2024")
     ap.add_argument("--deadline-s", type=float, default=420.0, help="stop starting kernels after this long")
-    ap.add_argument("--kernel-timeout-s", type=float, default=15.0)
-    ap.add_argument("--kernel-budget-s", type=float, default=5.0)
+    ap.add_argument("--kernel-timeout-s", type=float, default=4.0)
+    ap.add_argument("--kernel-budget-s", type=float, default=2.5)
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--abort-after", type=int, default=40, help="stop if none of the first N kernels ran ok")
     ap.add_argument("--skip", type=int, default=0, help="skip the first N kernels of the working set")
+    ap.add_argument("--exclude", default="", help="file of kernel ids to leave out (measured in an earlier run)")
     a = ap.parse_args()
     t0 = time.time()
     sizes = [int(s) for s in a.sizes.split(",")]
@@ -126,6 +131,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     items = [json.loads(line) for line in (Path(a.work) / "workset.jsonl").read_text().splitlines()]
     items = items[a.skip:]
+    if a.exclude:
+        seen = set(Path(a.exclude).read_text().split())
+        items = [it for it in items if it["id"] not in seen]
     if a.limit:
         items = items[:a.limit]
     by_id = {it["id"]: it for it in items}
@@ -173,6 +181,9 @@ def main() -> None:
                       res.get("attrs", {}).get("num_regs"), res.get("occ_block"), res.get("rows", [])[:2], flush=True)
             record(item, res, time.time() - ts)
             done += 1
+            if done == a.abort_after and not counts.get("ok"):
+                print(f"no kernel measured ok in the first {done}: stopping", flush=True)
+                break
             if done % 100 == 0:
                 print(f"{time.time() - t0:6.0f}s measured {done}: {counts} restarts={workers.restarts}", flush=True)
     workers.close()

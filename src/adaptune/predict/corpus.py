@@ -242,3 +242,23 @@ def build_args(params: Sequence[Param], x: int, y: int) -> list[Arg]:
 def kernel_row(row: Mapping[str, str]) -> str:
     """Stable kernel id ``<repo>/<directory>`` of a kernel_list.csv row."""
     return f"{row['Repo']}/{row['underdirectory']}"
+
+
+_SIGNATURE = r"__global__\s+(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?{name}\s*\(([^)]*)\)"
+
+
+def params_from_source(source: str, name: str) -> list[Param]:
+    """Parameters of ``__global__ void name(...)`` read from CUDA text (types LS-CAT supports only)."""
+    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
+    m = re.search(_SIGNATURE.format(name=re.escape(name)), text.replace("\n", " "))
+    if m is None:
+        raise CorpusError(f"no __global__ void {name}(...) in the source")
+    out = []
+    for part in (p.strip() for p in m.group(1).split(",")):
+        if not part or part == "void":
+            continue
+        words = re.match(r"(.*?)([A-Za-z_]\w*)\s*$", part)
+        if words is None:
+            raise CorpusError(f"cannot read parameter {part!r}")
+        out.append(parse_param(words.group(1).strip(), words.group(2)))
+    return out

@@ -42,25 +42,58 @@ def _is_sticky(exc: BaseException) -> bool:
     return any(s.lower() in text.lower() for s in _STICKY)
 
 
-def occupancy_block(kernel: Any, shared_per_thread: int = 0) -> int | None:
-    """``cuOccupancyMaxPotentialBlockSize`` for a CuPy RawKernel (cuda-python driver bindings); None if
-    the call is unavailable. With dynamic shared memory the search over 64..1024 uses the per-block
-    size the harness launches with."""
+def _function_ptr(kernel: Any, cubin_path: str | None, name: str) -> int | None:
+    """The CUfunction handle of a CuPy RawKernel (or of the cubin loaded once more through CuPy)."""
+    for get in (lambda: kernel.kernel.ptr, lambda: kernel._kernel.ptr):
+        try:
+            return int(get())
+        except Exception:  # noqa: BLE001, S112 - try the next route
+            continue
+    if cubin_path:
+        try:
+            import cupy as cp
+
+            mod = cp.cuda.function.Module()
+            mod.load_file(cubin_path)
+            fn = mod.get_function(name)
+            _KEEP.append(mod)
+            return int(fn.ptr)
+        except Exception:  # noqa: BLE001
+            return None
+    return None
+
+
+_KEEP: list = []  # modules loaded only for the occupancy query stay alive with the process
+
+
+def occupancy_block(kernel: Any, shared_per_thread: int = 0, cubin_path: str | None = None,
+                    name: str = "") -> int | None:
+    """``cuOccupancyMaxPotentialBlockSize`` for a kernel (CuPy's driver wrapper, else cuda-python's);
+    None if unavailable. With dynamic shared memory it searches 32..1024 for the block size with the
+    most resident threads, using the per-block size the harness launches with."""
+    ptr = _function_ptr(kernel, cubin_path, name)
+    if ptr is None:
+        return None
+    try:
+        import cupy as cp
+
+        drv = cp.cuda.driver
+        if not shared_per_thread:
+            return int(drv.occupancyMaxPotentialBlockSize(ptr, 0, 0)[1])
+        best, best_occ = None, -1
+        for bs in range(1024, 31, -32):
+            blocks = drv.occupancyMaxActiveBlocksPerMultiprocessor(ptr, bs, min(shared_per_thread * bs, 48 * 1024))
+            if blocks * bs > best_occ:
+                best, best_occ = bs, blocks * bs
+        return best
+    except Exception:  # noqa: BLE001 - fall back to cuda-python
+        pass
     try:
         from cuda.bindings import driver  # type: ignore[import-not-found]
 
-        func = driver.CUfunction(init_value=int(kernel.kernel.ptr))
-        if not shared_per_thread:
-            err, _grid, block = driver.cuOccupancyMaxPotentialBlockSize(func, None, 0, 0)
-            if err == driver.CUresult.CUDA_SUCCESS:
-                return int(block)
-        best, best_occ = None, -1
-        for bs in range(1024, 31, -32):
-            smem = min(shared_per_thread * bs, 48 * 1024)
-            err, blocks = driver.cuOccupancyMaxActiveBlocksPerMultiprocessor(func, bs, smem)
-            if err == driver.CUresult.CUDA_SUCCESS and blocks * bs > best_occ:
-                best, best_occ = bs, blocks * bs
-        return best
+        func = driver.CUfunction(init_value=ptr)
+        err, _grid, block = driver.cuOccupancyMaxPotentialBlockSize(func, None, 0, 0)
+        return int(block) if err == driver.CUresult.CUDA_SUCCESS else None
     except Exception:  # noqa: BLE001 - the baseline is optional; absence is recorded as None
         return None
 
@@ -126,7 +159,7 @@ def measure_kernel(item: dict, sizes: Sequence[int], cubin_path: str | None = No
     out["attrs"] = {k: int(v) for k, v in attrs.items() if isinstance(v, (int, np.integer))}
     two_d = bool(item.get("two_d", corpus.is_2d(item["source"])))
     shared_pt = 8 if corpus.dynamic_shared_bytes(item["source"], (1, 1)) else 0
-    out["occ_block"] = occupancy_block(kernel, shared_pt)
+    out["occ_block"] = occupancy_block(kernel, shared_pt, cubin_path, item["function"])
     params = corpus.parse_params(item["params"])
     max_threads = int(attrs.get("max_threads_per_block", 1024))
     rng = cp.random.default_rng(12345)
@@ -194,6 +227,7 @@ def worker_main(conn: Any, sizes: Sequence[int], kernel_budget_s: float) -> None
 
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)  # device printf from corpus kernels must not flood the log
+    os.dup2(devnull, 2)  # nor CuPy's destructor tracebacks after a sticky fault (results go through conn)
     cp.cuda.Device(0).use()
     cp.zeros(1).sum()  # create the context before reporting ready
     conn.send(("ready", None))
