@@ -13,6 +13,7 @@ import argparse
 import csv
 import gzip
 import json
+import math
 import subprocess
 import sys
 import time
@@ -63,6 +64,27 @@ def load_features(path: Path) -> tuple[dict[str, dict[str, float]], dict[str, st
     return feats, repos
 
 
+def noise_twins(s: model.Samples, kinfo: dict[str, dict[str, str]]) -> dict:
+    """1-D kernels run (b, b) exactly like (b*b, 1): the spread of those twin timings is measurement noise.
+    Also the score an oracle gets if it must take the twin of the best shape (a noise ceiling)."""
+    one = np.array([kinfo.get(k, {}).get("two_d") == "0" for k in s.kernel])
+    if not one.any():
+        return {}
+    out: dict = {"samples_1d": int(one.sum())}
+    twin = {corpus.SHAPES.index((b, b)): corpus.SHAPES.index((b * b, 1)) for b in (8, 16, 24, 32)}
+    twin.update({v: k for k, v in twin.items()})
+    logs = np.concatenate([np.abs(np.log(s.times[one, i] / s.times[one, j])) for i, j in twin.items() if i < j])
+    out["median_abs_log_ratio"] = float(np.median(logs))
+    out["p90_abs_log_ratio"] = float(np.quantile(logs, 0.9))
+    perf = s.perf[one]
+    best = perf.argmax(axis=1)
+    has = np.array([b in twin for b in best])
+    if has.any():
+        out["oracle_via_twin_score"] = float(np.mean([perf[i, twin[b]] for i, b in enumerate(best) if b in twin]))
+        out["oracle_via_twin_samples"] = int(has.sum())
+    return out
+
+
 FEATURE_SETS = {
     "size_only": ("",),
     "source": ("src_", "par_"),
@@ -71,20 +93,69 @@ FEATURE_SETS = {
 }
 
 
+def write_report(res: dict, out: Path) -> None:
+    """Markdown table + bar chart of the scores."""
+    lines = [f"# LS-CAT block-size prediction on {res['device']}", "",
+             f"Measured {res.get('measured_utc', '')}; scored at commit {res['commit']}; "
+             f"{res['n_kernels']} kernels, {res['n_samples']} (kernel, size) samples, {res['n_rows']} ok rows, "
+             f"{res['n_repositories']} repositories; {res['cv']}; {res['seeds']} seeds (mean ± sd).", "",
+             "| chooser | seed's score (mean min/t) |", "|---|---|",
+             "| oracle | 1.0000 |",
+             f"| always 1024 | {res['score_always_1024']:.4f} |",
+             f"| best fixed shape ({res['best_fixed_shape']}, chosen on all data) | "
+             f"{res['score_always_best_fixed']:.4f} |",
+             f"| random (expected) | {res['score_random']:.4f} |",
+             f"| CUDA occupancy API | {res['score_occupancy']:.4f} |"]
+    for k, v in res["models"].items():
+        lines.append(f"| {k} | {v['score_model']['mean']:.4f} ± {v['score_model']['sd']:.4f} |")
+    lines.append(f"| most common best shape (train folds) | {res['score_most_common']:.4f} |")
+    nz = res.get("noise_twin_shapes", {})
+    if nz:
+        lines += ["", f"Noise: identical launches (twin shapes of 1-D kernels) differ by a median of "
+                  f"{100 * (math.exp(nz['median_abs_log_ratio']) - 1):.1f} % (p90 "
+                  f"{100 * (math.exp(nz['p90_abs_log_ratio']) - 1):.1f} %); an oracle forced to take the twin "
+                  f"of the best shape scores {nz.get('oracle_via_twin_score', float('nan')):.4f}."]
+    if "examples_first_config" in res:
+        lines += ["", "Examples (first configuration / best found): " + json.dumps(res["examples_first_config"])]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        names = ["always 1024", "random", "occupancy", "most common", *res["models"]]
+        vals = [res["score_always_1024"], res["score_random"], res["score_occupancy"], res["score_most_common"],
+                *(v["score_model"]["mean"] for v in res["models"].values())]
+        errs = [0, 0, 0, 0, *(v["score_model"]["sd"] for v in res["models"].values())]
+        fig, ax = plt.subplots(figsize=(8, 4))
+        ax.barh(names, vals, xerr=errs, color=["grey"] * 4 + ["tab:blue"] * len(res["models"]))
+        ax.set_xlim(min(vals) - 0.03, 1.0)
+        ax.set_xlabel("seed's score: mean min_time / time of the chosen shape")
+        ax.set_title(f"LS-CAT block size on {res['device']} ({res['n_kernels']} kernels)")
+        fig.tight_layout()
+        fig.savefig(out.with_suffix(".png"), dpi=110)
+    except ImportError:
+        pass
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(ROOT / "data" / "lscat_h100"))
     ap.add_argument("--work", default="", help="working set to (re)compute features from")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lscat_h100"))
-    ap.add_argument("--kinds", default="forest,extra")
+    ap.add_argument("--kinds", default="forest")
+    ap.add_argument("--all-kernels", dest="only_clean", action="store_false",
+                    help="also use complete sizes of kernels that faulted at a larger size")
     a = ap.parse_args()
     data = Path(a.data)
     if a.work:
         write_features(Path(a.work), data / "kernels.csv", data / "features.csv.gz")
     feats, repos = load_features(data / "features.csv.gz")
     kinfo = _read_csv(data / "kernels.csv")
-    s = model.build_samples(model.load_rows(data / "rows.csv.gz"))
+    clean = {k for k, r in kinfo.items() if r["status"] == "ok"} if a.only_clean else None
+    s = model.build_samples(model.load_rows(data / "rows.csv.gz"), kernels=clean)
     groups = np.array([repos.get(k, k.split("/")[0]) for k in s.kernel])
     perf = s.perf
     occ = np.array([metric.shape_for_block_size(int(float(kinfo[k]["occ_block"])) if kinfo.get(k, {}).get(
@@ -106,6 +177,8 @@ def main() -> None:
         "score_always_best_fixed": float(perf.mean(axis=0).max()),
         "best_fixed_shape": "{}x{}".format(*corpus.SHAPES[int(perf.mean(axis=0).argmax())]),
         "models": {},
+        "only_clean_kernels": bool(a.only_clean),
+        "noise_twin_shapes": noise_twins(s, kinfo),
     }
     all_names = sorted({n for f in feats.values() for n in f})
     t0 = time.time()
@@ -139,8 +212,13 @@ def main() -> None:
                                        capture_output=True, text=True).stdout.strip()
     except OSError:
         res["commit"] = ""
+    ex = Path(a.out).parent / "lscat_examples_h100.json"
+    if ex.exists():
+        e = json.loads(ex.read_text())
+        res["examples_first_config"] = {k: v for k, v in e.items() if k.startswith("mean")}
     out = Path(a.out)
     out.with_suffix(".json").write_text(json.dumps(res, indent=1))
+    write_report(res, out)
     print(json.dumps({k: v for k, v in res.items() if k.startswith(("score", "n_", "share", "best"))}, indent=1))
 
 

@@ -43,11 +43,15 @@ def load_rows(path: str | Path) -> Iterable[dict[str, str]]:
         yield from csv.DictReader(f)
 
 
-def build_samples(rows: Iterable[dict[str, str]], min_time_us: float = 0.0) -> Samples:
-    """Group ok rows into (kernel, size) samples; keep those where all 20 shapes have a time."""
+def build_samples(rows: Iterable[dict[str, str]], min_time_us: float = 0.0,
+                  kernels: set[str] | None = None) -> Samples:
+    """Group ok rows into (kernel, size) samples; keep those where all 20 shapes have a time
+    (and, with ``kernels``, only those kernels)."""
     table: dict[tuple[str, int], np.ndarray] = {}
     n_ok = 0
     for r in rows:
+        if kernels is not None and r["kernel"] not in kernels:
+            continue
         key = (r["kernel"], int(r["size"]))
         t = table.setdefault(key, np.full(len(SHAPES), np.nan))
         if r["status"] == "ok" and r["time_us"] not in ("", "None"):
@@ -75,7 +79,7 @@ def make_model(kind: str = "forest", seed: int = 0):
     from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
     if kind == "forest":
-        return RandomForestRegressor(n_estimators=200, min_samples_leaf=3, max_features=0.5, n_jobs=-1,
+        return RandomForestRegressor(n_estimators=100, min_samples_leaf=3, max_features=0.5, n_jobs=-1,
                                      random_state=seed)
     if kind == "extra":
         return ExtraTreesRegressor(n_estimators=300, min_samples_leaf=3, max_features=0.5, n_jobs=-1,

@@ -42,7 +42,11 @@ def _trained(data_dir: str, use_ptx: bool) -> tuple[Any, tuple[str, ...]]:
             feats[k] = {n: float(v) for n, v in r.items() if v != ""}
     prefixes = ("src_", "par_", "ptx_") if use_ptx else ("src_", "par_")
     names = tuple(sorted({n for f in feats.values() for n in f if n.startswith(prefixes)}))
-    s = model.build_samples(model.load_rows(d / "rows.csv.gz"))
+    clean = None
+    if (d / "kernels.csv").exists():
+        with open(d / "kernels.csv", newline="") as fh:
+            clean = {r["kernel"] for r in csv.DictReader(fh) if r["status"] == "ok"}
+    s = model.build_samples(model.load_rows(d / "rows.csv.gz"), kernels=clean)
     x = model.feature_matrix(s, feats, names)
     return model.make_model("forest", seed=0).fit(x, s.perf), names
 
