@@ -33,10 +33,6 @@ _STICKY = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED", "ILLEGAL_INSTRUCTIO
 FATAL = (CRASH, "alloc_error")
 
 
-class KernelCrash(RuntimeError):
-    """A sticky CUDA fault: the context is unusable and the worker process must end."""
-
-
 def _is_sticky(exc: BaseException) -> bool:
     text = str(exc)
     return any(s.lower() in text.lower() for s in _STICKY)
