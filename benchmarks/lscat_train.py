@@ -14,6 +14,7 @@ import csv
 import gzip
 import json
 import math
+import re
 import subprocess
 import sys
 import time
@@ -32,6 +33,17 @@ def _read_csv(path: Path) -> dict[str, dict[str, str]]:
         return {r["kernel"]: r for r in csv.DictReader(fh)}
 
 
+def token_components(texts: list[str], dims: int = 32) -> np.ndarray:
+    """Bag of token 1-2-grams (TF-IDF) reduced to ``dims`` SVD components: a token model without order.
+    Unsupervised and fit on all working-set kernels (no timings are used)."""
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer(token_pattern=r"[A-Za-z_]\w*|\d+|[^\w\s]", ngram_range=(1, 2), min_df=3,
+                          sublinear_tf=True)
+    return TruncatedSVD(dims, random_state=0).fit_transform(vec.fit_transform(texts))
+
+
 def write_features(work: Path, kernels_csv: Path, out: Path) -> None:
     """Source + PTX features of every working-set kernel, plus device attributes from the run."""
     attrs = _read_csv(kernels_csv) if kernels_csv.exists() else {}
@@ -46,6 +58,10 @@ def write_features(work: Path, kernels_csv: Path, out: Path) -> None:
         a = attrs.get(item["id"], {})
         f.update(features.attr_features({k: int(float(a[k])) for k in features.ATTR_FEATURES if a.get(k)}))
         rows.append(f)
+    texts = [re.sub(r"//[^\n]*|/\*.*?\*/", " ", json.loads(line)["source"][len(corpus.PRELUDE):], flags=re.S)
+             for line in (work / "workset.jsonl").read_text().splitlines()]
+    for r, z in zip(rows, token_components(texts), strict=True):
+        r.update({f"tok_{j}": float(v) for j, v in enumerate(z)})
     names = sorted({k for r in rows for k in r} - {"kernel", "repo"})
     with gzip.open(out, "wt", newline="") as fh:
         w = csv.DictWriter(fh, ["kernel", "repo", *names])
@@ -90,6 +106,8 @@ FEATURE_SETS = {
     "source": ("src_", "par_"),
     "source+ptx": ("src_", "par_", "ptx_"),
     "source+ptx+attrs": ("src_", "par_", "ptx_", "attr_"),
+    "tokens": ("tok_",),
+    "source+tokens": ("src_", "par_", "tok_"),
 }
 
 
