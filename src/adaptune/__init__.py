@@ -36,6 +36,8 @@ _LAZY: dict[str, str] = {
     # adaptive selection
     "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
     "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",
+    # launch-configuration prediction (LS-CAT, seed 004)
+    "launch_config": "adaptune.predict",
 }
 
 __all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]
