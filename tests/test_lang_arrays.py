@@ -181,6 +181,19 @@ def test_plan_cache_hits_in_a_steady_loop(rng):
     assert anp.last_flush().cache_hit
 
 
+def test_numpy_ufuncs_dispatch_and_out_is_a_recorded_write(rng):
+    x, y = rng.random((3, 4)), rng.random(4)
+    a, b = anp.asarray(x), anp.asarray(y)
+    np.testing.assert_allclose(np.maximum(a, b).get(), np.maximum(x, y))  # NumPy's own ufuncs dispatch
+    c = anp.zeros((3, 4))
+    view = c[1:]
+    assert np.add(a[1:], b, out=view) is view
+    want = np.zeros((3, 4))
+    want[1:] = x[1:] + y
+    np.testing.assert_allclose(c.get(), want)
+    np.testing.assert_allclose(np.add.reduce(a, axis=1).get(), x.sum(axis=1))
+
+
 def test_numpy_exception_types(rng):
     a = anp.asarray(rng.random((3, 4)))
     with pytest.raises(ValueError, match="broadcast"):

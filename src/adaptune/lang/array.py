@@ -345,6 +345,11 @@ class LazyArray:
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs:
             return apply(ufunc.__name__, *inputs)
+        out = kwargs.get("out")
+        if method == "__call__" and set(kwargs) == {"out"} and isinstance(out, tuple) and len(out) == 1 \
+                and isinstance(out[0], LazyArray):
+            out[0][...] = apply(ufunc.__name__, *inputs)  # out= becomes a recorded write
+            return out[0]
         if method == "reduce" and ufunc.__name__ in ops.REDUCTIONS and set(kwargs) <= {"axis", "keepdims"}:
             return reduce(ufunc.__name__, inputs[0], kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
         from adaptune.lang.fallback import eager

@@ -95,8 +95,15 @@ class Session:
             if b is not None and id(b) not in seen_bases and not isinstance(b.node, Buffer | Scalar):
                 seen_bases.add(id(b))
                 bases.append(b)
-        self.pending = {}
+        pending, self.pending = self.pending, {}
         self.ops_since_flush = 0
+        try:
+            return self._flush(bases, t0)
+        except BaseException:
+            self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
+            raise
+
+    def _flush(self, bases: list[Base], t0: float) -> FlushStats:
         stats = FlushStats()
         if not bases:
             self.last = stats
