@@ -1,0 +1,1 @@
+"""Languages that generate variants for adaptune: nested data-parallel operators (ndp)."""
