@@ -16,6 +16,7 @@ portable tree path is compiled elsewhere), and the policy space allows them only
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -328,6 +329,14 @@ def _total(k: Kernel, stage: Stage) -> str:
     return k.param(cname, f"GLOBAL {C_TYPES[stage.total.dtype]} *RESTRICT {cname}", Arg("total", stage))
 
 
+def _tiles(arg: Arg, tile: int) -> Callable[[Callable[[Arg], int]], int]:
+    return lambda resolve: _ceil(resolve(arg), tile)
+
+
+def _one(resolve: Callable[[Arg], int]) -> int:
+    return 1
+
+
 def _ceil(a: int, b: int) -> int:
     return max(1, -(-a // b))
 
@@ -507,7 +516,7 @@ def _scan(stage: Stage, schedule, policy, name) -> StageCode:
     tot = _total(k2, stage)
     k2.line(f"{ct} carry = {start};")
     k2.line(f"for (i32 b0 = 0; b0 < {nt}; b0 += {block}) {{")
-    k2.line(f"const i32 b = b0 + (i32)LID();")
+    k2.line("const i32 b = b0 + (i32)LID();")
     k2.line(f"const {ct} v = (b < {nt}) ? {s2}[b] : {ident};")
     ex, btot = block_scan(k2, "v", t, combine, ident, block, algo)
     k2.line(f"if (b < {nt}) {s2}[b] = {combine('carry', ex)};")
@@ -548,7 +557,7 @@ def _scan(stage: Stage, schedule, policy, name) -> StageCode:
     k3.line(f"const i32 i = base + g * {block} + (i32)LID();")
     k3.line(f"if (i < {n3}) {out}[i] = {sht}[g * {block} + LID()];")
     k3.line("}")
-    n_tiles = (lambda r, _a=Arg("len", stage.length): _ceil(r(_a), tile))
+    n_tiles = _tiles(Arg("len", stage.length), tile)  # one work-group per tile: never capped
     code = StageCode(k1.text() + k2.text() + k3.text(),
                      [LaunchSpec(k1.name, k1.args(), n_tiles, block), LaunchSpec(k2.name, k2.args(), lambda r: 1, block),
                       LaunchSpec(k3.name, k3.args(), n_tiles, block)])
@@ -599,7 +608,7 @@ def _segreduce(stage: Stage, schedule, policy, name) -> StageCode:
             k.line("if (GROUP_ID() == 0 && LID() == 0) {")
             k.line(f"for (i32 r = 0; r < {rows}; ++r) {{")
             block = 1
-            grid = (lambda res: 1)
+            grid = _one
         else:
             block = policy["block_size"]
             k.line("{")
@@ -626,7 +635,7 @@ def _segreduce(stage: Stage, schedule, policy, name) -> StageCode:
     k.line(f"const i32 lane = {lane};")
     if outer == "sequential":
         k.line(f"for (i32 r = 0; r < {rows}; ++r) {{")
-        grid = (lambda res: 1)
+        grid = _one
     else:
         k.line(f"for (i32 r0 = (i32)GROUP_ID() * {per_block}; r0 < {rows}; r0 += (i32)NUM_GROUPS() * {per_block}) {{")
         k.line(f"const i32 r = r0 + (i32)(LID() / {width});" if per_block > 1 else "const i32 r = r0;")
@@ -697,5 +706,11 @@ def _segmap(stage: Stage, schedule, policy, name) -> StageCode:
     return StageCode(k.text(), [LaunchSpec(name, k.args(), _rows_grid(stage, per_block), block)])
 
 
+@functools.lru_cache(maxsize=4096)
+def _with_prelude(text: str) -> str:
+    return PRELUDE + text
+
+
 def program_text(codes: list[StageCode]) -> str:
-    return PRELUDE + "".join(c.text for c in codes)
+    """One compilation unit: the helpers followed by the stages' kernels."""
+    return _with_prelude("".join(c.text for c in codes))

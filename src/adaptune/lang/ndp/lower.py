@@ -19,8 +19,8 @@ from adaptune.lang.ndp.ops import (
     Input,
     Join,
     Map,
-    Nest,
     NdpError,
+    Nest,
     Node,
     Range,
     Reduce,
@@ -265,8 +265,6 @@ def lower(roots: list[Node]) -> Lowered:
                 buf = lw.materialise(root)
             else:
                 raise NdpError(f"the result {root.op} is a nested view; return join(...) or map over its rows")
-        elif isinstance(root, Input):
-            buf = lw.materialise_map(root)
         elif isinstance(root, FUSABLE):
             buf = lw.materialise_map(root)
         else:

@@ -94,7 +94,7 @@ class Program:
     def __init__(self, comp: Computation, device: Any, *, platform: Platform = GPU, reuse_outputs: bool = False,
                  keep_features: bool = False) -> None:
         self.comp, self.device, self.platform = comp, device, platform
-        self.compiler = Compiler(device)
+        self.compiler = Compiler.for_device(device)
         self.limits = self.compiler.limits()
         self.stages = comp.lowered.stages
         self.tunable = [s for s in self.stages if not s.fixed]
@@ -162,7 +162,7 @@ class Program:
                 raise NdpError(f"policy {config} is not valid for variant {variant!r} (parameters: {space.names}; "
                                f"device limits {self.limits})")
         prefixed = len(self.tunable) > 1
-        tag = f"v{len(self._plans)}"
+        tag = "k"  # each stage compiles on its own, so equal stage texts share one compile across variants
         codes = []
         for st in self.stages:
             pol = stage_policy(st, config, prefixed)
@@ -179,7 +179,7 @@ class Program:
         text, codes = self._plan(variant, policy)
         env = _Env(self._bind(arrays))
         for st, code in codes:
-            self._run_stage(text, st, code, env)
+            self._run_stage(program_text([code]), st, code, env)
         outs = []
         for buf, _count in self.comp.lowered.outputs:
             arr = env.buffers[buf.stage]

@@ -26,6 +26,16 @@ def dialect() -> str:
 class Compiler:
     """Per-device cache of compiled generated programs; ``kernel(text, name)`` returns a launcher."""
 
+    _shared: dict[int, tuple[Any, Compiler]] = {}
+
+    @classmethod
+    def for_device(cls, device: Any) -> Compiler:
+        """One compiler (and program cache) per device object, shared by every generated computation."""
+        entry = cls._shared.get(id(device))
+        if entry is None or entry[0] is not device:
+            entry = cls._shared[id(device)] = (device, cls(device))
+        return entry[1]
+
     def __init__(self, device: Any) -> None:
         self.device = device
         self._programs: dict[str, Any] = {}
