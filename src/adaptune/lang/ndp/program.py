@@ -63,8 +63,11 @@ class Computation:
         self.lowered: Lowered = lower(self.roots)
 
     def generate(self, device: Any, *, platform: Platform = GPU, reuse_outputs: bool = False,
-                 keep_features: bool = False) -> Program:
-        return Program(self, device, platform=platform, reuse_outputs=reuse_outputs, keep_features=keep_features)
+                 keep_features: bool = False, row_spread: bool = True) -> Program:
+        """Variants for ``device``. ``keep_features``: remember an input's features by its offsets array
+        (for repeated calls on one matrix); ``row_spread=False``: only O(1) features (no sampling)."""
+        return Program(self, device, platform=platform, reuse_outputs=reuse_outputs, keep_features=keep_features,
+                       row_spread=row_spread)
 
     def operator_sequences(self) -> list[str]:
         return [".".join(s.op_sequence) for s in self.lowered.stages]
@@ -92,7 +95,8 @@ class Program:
     """The variants of one computation on one device (see module docstring)."""
 
     def __init__(self, comp: Computation, device: Any, *, platform: Platform = GPU, reuse_outputs: bool = False,
-                 keep_features: bool = False) -> None:
+                 keep_features: bool = False, row_spread: bool = True) -> None:
+        self.row_spread = row_spread
         self.comp, self.device, self.platform = comp, device, platform
         self.compiler = Compiler.for_device(device)
         self.limits = self.compiler.limits()
@@ -115,6 +119,7 @@ class Program:
         self._features_kept: OrderedDict[int, tuple[Any, list[float]]] = OrderedDict()
         self._cv: Any = None
         self.feature_source, self.feature_kind = _feature_source(comp)
+        self._positions = {name: i for i, name in enumerate(comp.inputs)}
 
     # ------------------------------------------------------------------------------ variants
 
@@ -187,6 +192,33 @@ class Program:
             outs.append(arr if arr.size == n else arr[:n])
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def bind(self, variant: str, *arrays: Any, **policy: Any) -> Callable[[], Any]:
+        """A zero-argument call of one variant on fixed arrays, with every launch argument computed once.
+
+        For repeated runs on the same inputs (an iterative solver's SpMV, or timing): it runs only the
+        kernel launches. Outputs are reused between calls. Computations whose lengths depend on data
+        (compaction, reduce_by_key) fall back to :meth:`run`.
+        """
+        if any(st.count_stage is not None for st in self.stages):
+            return lambda: self.run(variant, *arrays, **policy)
+        text, codes = self._plan(variant, policy)
+        env = _Env(self._bind(arrays))
+        calls: list[tuple[Callable[..., None], int, int, list[Any]]] = []
+        for st, code in codes:
+            self._run_stage(program_text([code]), st, code, env, record=calls, keep=True)
+        outs = []
+        for buf, _count in self.comp.lowered.outputs:
+            arr, n = env.buffers[buf.stage], env.lengths[buf.stage]
+            outs.append(arr if arr.size == n else arr[:n])
+        result = outs[0] if len(outs) == 1 else tuple(outs)
+
+        def call() -> Any:
+            for fn, grid, block, args in calls:
+                fn(grid, block, args)
+            return result
+
+        return call
+
     def __call__(self, *arrays: Any) -> Any:
         """Dispatch: the trained model's pick for these inputs (the default variant before training)."""
         return self.code_variant()(*arrays)
@@ -216,12 +248,13 @@ class Program:
             return arr
         return self.device.empty(max(1, n), np_dtype(dtype))
 
-    def _run_stage(self, text: str, st: Stage, code: StageCode, env: _Env) -> None:
+    def _run_stage(self, text: str, st: Stage, code: StageCode, env: _Env, record: list | None = None,
+                   keep: bool = False) -> None:
         def resolve(arg: Arg) -> int:
             return self._int_arg(arg, env)
 
         is_output = any(b.stage == st.index for b, _ in self.comp.lowered.outputs)
-        keep = self.reuse_outputs or not is_output
+        keep = keep or self.reuse_outputs or not is_output
         logical, alloc = self._out_length(st, env)
         env.buffers[st.index] = self._alloc(("out", st.index), alloc, st.out.dtype, keep)
         env.lengths[st.index] = logical
@@ -232,7 +265,11 @@ class Program:
         grids = [launch.grid(resolve) for launch in code.launches]
         for launch, grid in zip(code.launches, grids, strict=True):
             args = [self._arg(a, env, st, grids) for a in launch.args]
-            self.compiler.kernel(text, launch.kernel)(grid, launch.block, args)
+            fn = self.compiler.kernel(text, launch.kernel)
+            if record is None:
+                fn(grid, launch.block, args)
+            else:
+                record.append((fn, grid, launch.block, args))
         if st.kind == "scatter" and st.mask is not None and st.count_stage is not None and st.out_length is None:
             count = self._count(st.count_stage, env)
             env.lengths[st.index] = count + 1 if st.tail else count
@@ -339,30 +376,41 @@ class Program:
 
     @property
     def feature_names(self) -> list[str]:
-        return {"irregular": ["log2_rows", "log2_avg_row_length", "row_length_cv"],
+        spread = ["row_length_cv"] if self.row_spread else []
+        return {"irregular": ["log2_rows", "log2_avg_row_length", *spread],
                 "uniform": ["log2_length", "log2_rows", "log2_aspect_ratio"],
                 "flat": ["log2_length"]}[self.feature_kind]
 
     def features(self, *arrays: Any) -> list[float]:
-        """Features inferred from the first nested sequence (or the first input's length)."""
-        env = _Env(self._bind(arrays))
+        """Features inferred from the first nested sequence (or the first input's length).
+
+        Irregular nest over inputs: rows and average row length come from the arrays' sizes (O(1), no
+        device access); the row-length spread samples <= SAMPLE_ROWS rows (one small transfer)."""
         src = self.feature_source
-        if self.feature_kind == "irregular":
-            offsets = env.arrays[src.offsets.name] if isinstance(src.offsets, Input) else None
-            if self.keep_features and offsets is not None:
+        pos = self._positions
+        if (self.feature_kind == "irregular" and isinstance(src.offsets, Input) and isinstance(src.seq, Input)
+                and len(arrays) == len(pos)):
+            offsets = arrays[pos[src.offsets.name]]
+            if self.keep_features:
                 kept = self._features_kept.get(id(offsets))
                 if kept is not None and kept[0] is offsets:
                     return kept[1]
-            rows = self.rows(src, env)
-            elements = self.length(src.seq, env)
-            avg = elements / max(rows, 1)
-            cv = self._row_length_cv(offsets, rows) if offsets is not None else 0.0
-            vec = [math.log2(1 + rows), math.log2(1 + avg), cv]
-            if self.keep_features and offsets is not None:
+            rows = int(offsets.size) - 1
+            avg = int(arrays[pos[src.seq.name]].size) / max(rows, 1)
+            vec = [math.log2(1 + rows), math.log2(1 + avg)]
+            if self.row_spread:
+                vec.append(self._row_length_cv(offsets, rows))
+            if self.keep_features:
                 self._features_kept[id(offsets)] = (offsets, vec)
                 while len(self._features_kept) > 16:
                     self._features_kept.popitem(last=False)
             return vec
+        env = _Env(self._bind(arrays))
+        if self.feature_kind == "irregular":
+            rows = self.rows(src, env)
+            avg = self._nested_elements(src, env) / max(rows, 1)
+            vec = [math.log2(1 + rows), math.log2(1 + avg)]
+            return vec + [0.0] if self.row_spread else vec  # offsets computed on the device: no sampling
         if self.feature_kind == "uniform":
             n = self._nested_elements(src, env)
             rows = self.rows(src, env)
@@ -377,8 +425,8 @@ class Program:
             return 0.0
         step = max(1, rows // SAMPLE_ROWS)
         xp = self.device.xp
-        if xp is np:  # OpenCL: arrays live in PyOpenCL; read the offsets (CI sizes)
-            host = self.device.to_host(offsets)
+        if isinstance(offsets, np.ndarray) or xp is np:  # host array, or OpenCL (CI sizes): read the offsets
+            host = offsets if isinstance(offsets, np.ndarray) else self.device.to_host(offsets)
             lengths = np.diff(host)[::step].astype(np.float64)
         else:
             idx = xp.arange(0, rows, step, dtype=np.int32)
