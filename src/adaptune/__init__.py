@@ -34,6 +34,8 @@ _LAZY: dict[str, str] = {
     # adaptive selection
     "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
     "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",
+    # nested data-parallel operators (adaptune.lang.ndp)
+    "ndp_computation": "adaptune.lang.ndp", "NdpComputation": "adaptune.lang.ndp", "NdpProgram": "adaptune.lang.ndp",
 }
 
 __all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]

@@ -46,8 +46,10 @@ from adaptune.lang.ndp.translate import TranslationError, scalar_function
 
 max = maximum  # noqa: A001 - Surge's operator names
 min = minimum  # noqa: A001
+# names under which the top-level package re-exports this module's entry points (adaptune._LAZY)
+ndp_computation, NdpComputation, NdpProgram = computation, Computation, Program
 
-__all__ = ["GPU", "BinaryOp", "Computation", "NdpError", "Node", "Platform", "Program", "TranslationError", "add",
+__all__ = ["GPU", "BinaryOp", "Computation", "NdpComputation", "NdpError", "NdpProgram", "Node", "Platform", "Program", "TranslationError", "add",
            "compact", "computation", "enumerate_schedules", "gather", "join", "map", "max", "maximum", "min",
-           "minimum", "mul", "nest", "range", "reachable", "reduce", "reduce_by_key", "replicate", "reverse",
+           "minimum", "mul", "ndp_computation", "nest", "range", "reachable", "reduce", "reduce_by_key", "replicate", "reverse",
            "scalar_function", "scan", "scatter", "split", "striding", "strongest", "transpose", "zip"]
