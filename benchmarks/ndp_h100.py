@@ -12,8 +12,9 @@ Parts (each wrapped so one failure keeps the others; JSON rewritten after each):
   segreduce  row sums of ragged rows (map.reduce over nest) vs cuSPARSE (csr @ ones) and torch.segment_reduce (CUB).
   scan       exclusive scan (i32) vs cupy.cumsum (CUB) and torch.cumsum; policies selected per length.
   compact    stream compaction (map, scan, scatter) vs CuPy and torch boolean masks.
-Kernel timings are CUDA events (2 warm-up calls, median of up to 10) around pre-bound launches for both the
-generated and the hand-written kernels; peers run through their Python APIs as an application calls them.
+Kernel timings are CUDA events (2 warm-up calls, then up to 10 rounds in which every label and peer of the input
+is timed once, round-robin with the order rotated; medians) around pre-bound launches for both the generated
+and the hand-written kernels; peers run through their Python APIs as an application calls them.
 """
 
 from __future__ import annotations
@@ -114,6 +115,37 @@ class Bench:
                 break
         return statistics.median(samples)
 
+    def time_many(self, calls: dict[str, Callable[[], Any]], warmup: int = 2, repeats: int = 10,
+                  budget_ms: float = 400.0) -> dict[str, float]:
+        """Median ms of each call, timed round-robin (one sample of each per round, the order rotated every
+        round) so that clock or thermal drift hits every call alike."""
+        names = list(calls)
+        for name in names:
+            for _ in range(warmup):
+                calls[name]()
+        samples: dict[str, list[float]] = {k: [] for k in names}
+        total = 0.0
+        for rep in range(repeats):
+            k0 = rep % len(names)
+            for name in names[k0:] + names[:k0]:
+                if self.cuda:
+                    start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
+                    start.record()
+                    calls[name]()
+                    end.record()
+                    end.synchronize()
+                    ms = self.cp.cuda.get_elapsed_time(start, end)
+                else:
+                    t0 = time.perf_counter()
+                    calls[name]()
+                    self.dev.synchronize()
+                    ms = (time.perf_counter() - t0) * 1e3
+                samples[name].append(ms)
+                total += ms
+            if rep >= 2 and total > budget_ms:
+                break
+        return {k: statistics.median(v) for k, v in samples.items()}
+
     def wall_us(self, fn: Callable[[], Any], repeats: int = 25) -> float:
         fn()
         out = []
@@ -153,10 +185,16 @@ def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
 # ------------------------------------------------------------------------------------------- selection
 
 
+MODEL = {"kind": "auto"}  # set from --model
+
+
 def select(train: list[dict], test: list[dict], labels: list[str], feature_key: str = "features",
-           columns: slice | None = None) -> dict[str, Any]:
-    """Fit the adaptive layer's SVM on train costs; evaluate fraction of oracle on test (over `labels`)."""
-    from adaptune.adaptive.models import fit_model
+           columns: slice | None = None, model: str | None = None) -> dict[str, Any]:
+    """Fit the adaptive layer's model on train costs (``auto``: the kind with the best cross-validated
+    fraction of oracle on the training set); evaluate fraction of oracle on test (over ``labels``)."""
+    from adaptune.adaptive.models import choose_model, fit_model
+
+    model = model or MODEL["kind"]
 
     def matrix(records):
         x = np.array([r[feature_key] for r in records], float)
@@ -168,7 +206,10 @@ def select(train: list[dict], test: list[dict], labels: list[str], feature_key: 
 
     xtr, ctr = matrix(train)
     xte, cte = matrix(test)
-    fitted = fit_model("svm", xtr, ctr, ctr)
+    if model == "auto":
+        fitted, cv_scores = choose_model(xtr, ctr, ctr)
+    else:
+        fitted, cv_scores = fit_model(model, xtr, ctr, ctr), {}
     from adaptune.adaptive.compiled import compile_predictor
 
     predict = compile_predictor(fitted.params)
@@ -178,7 +219,8 @@ def select(train: list[dict], test: list[dict], labels: list[str], feature_key: 
     fractions = np.where(np.isfinite(got), best / got, 0.0)
     fixed = {lab: float(np.mean(np.where(np.isfinite(cte[:, j]), best / cte[:, j], 0.0)))
              for j, lab in enumerate(labels)}
-    return {"fitted": fitted, "chosen": [labels[i] for i in chosen], "fractions": fractions.tolist(),
+    return {"fitted": fitted, "model": fitted.kind, "cv_scores_on_train": cv_scores,
+            "chosen": [labels[i] for i in chosen], "fractions": fractions.tolist(),
             "mean_fraction_of_oracle": float(np.mean(fractions)), "fixed": fixed,
             "best_fixed": max(fixed, key=fixed.get), "oracle_labels": [labels[int(j)] for j in cte.argmin(axis=1)],
             "chosen_ms": got.tolist(), "oracle_ms": best.tolist(),
@@ -240,7 +282,6 @@ def run_spmv(b: Bench, scale: float, seed: int, log: Callable[[str], None]) -> d
                 log(f"spmv {part} {k + 1}/{len(specs)} {spec.family} nnz={r['nnz']} best={r['oracle_label']}")
     names = [lab for lab, *_ in labels]
     sel = select(records["train"], records["test"], names)
-    sel_cheap = select(records["train"], records["test"], names, columns=slice(0, 2))
     # dispatch through the adaptive layer: model installed in the generated program's CodeVariant
     from adaptune.adaptive import Label
 
@@ -256,19 +297,40 @@ def run_spmv(b: Bench, scale: float, seed: int, log: Callable[[str], None]) -> d
         prog.keep_features = False
         dispatch.append({"first_us": first, "kept_us": kept})
         b.free()
+    result = {"labels": [{"label": lab, "variant": v, "policy": p, "handwritten": hw} for lab, v, p, hw in labels],
+              "features": prog.feature_names, "records": records, "dispatch": dispatch,
+              "dispatch_model": sel["fitted"].kind, "n_train": len(train), "n_test": len(test),
+              "run_overhead_us": records["test"][0].get("run_overhead_us")}
+    result.update(spmv_summary(result))
+    return result
+
+
+def spmv_summary(res: dict[str, Any]) -> dict[str, Any]:
+    """Everything derived from the SpMV records (re-run by --reanalyse without a GPU)."""
+    records, labels = res["records"], res["labels"]
+    names = [lab["label"] for lab in labels]
+    sel = select(records["train"], records["test"], names)
+    sel_cheap = select(records["train"], records["test"], names, columns=slice(0, 2))
+    sel_svm = select(records["train"], records["test"], names, model="svm")
     pairs = {}
-    for lab, _, _, hw in labels:
+    for lab in labels:
+        hw = lab["handwritten"]
         if hw is None:
             continue
-        pairs[lab + "_vs_" + hw] = ratio_stats([r["gen_ms"][lab] / r["hand_ms"][hw] if r["gen_ms"][lab] and
-                                               r["hand_ms"].get(hw) else None for r in records["test"]])
+        pairs[lab["label"] + "_vs_" + hw] = ratio_stats(
+            [r["gen_ms"][lab["label"]] / r["hand_ms"][hw] if r["gen_ms"][lab["label"]] and r["hand_ms"].get(hw)
+             else None for r in records["test"]])
     test_rec = records["test"]
     med_run = float(np.median(sel["chosen_ms"]))
     feat_full = float(np.median([r["feature_us"] for r in test_rec]))
     feat_cheap = float(np.median([r["feature_cheap_us"] for r in test_rec]))
     best_hand = [min(v for k, v in r["hand_ms"].items() if v is not None and k != "cusparse") for r in test_rec]
-    result = {
-        "generated_ms": float(np.median(sel["chosen_ms"])),
+    cus = [r["hand_ms"].get("cusparse") for r in test_rec]
+    dispatch = res["dispatch"]
+    first = float(np.median([d["first_us"] for d in dispatch]))
+    kept = float(np.median([d["kept_us"] for d in dispatch]))
+    return {
+        "generated_ms": med_run,
         "handwritten_ms": float(np.median(best_hand)),
         "handwritten_what": "per matrix the best of csr_scalar and csr_vector_2..32 (kernels/spmv.py)",
         "mean_fraction_of_oracle": sel["mean_fraction_of_oracle"],
@@ -276,28 +338,20 @@ def run_spmv(b: Bench, scale: float, seed: int, log: Callable[[str], None]) -> d
         "adaptive_vs_best_handwritten": ratio_stats([c / h for c, h in zip(sel["chosen_ms"], best_hand,
                                                                            strict=True)]),
         "oracle_vs_best_handwritten": ratio_stats([o / h for o, h in zip(sel["oracle_ms"], best_hand, strict=True)]),
-        "cusparse_ms": (float(np.median([r["hand_ms"]["cusparse"] for r in test_rec]))
-                        if b.cuda else None),
+        "cusparse_ms": float(np.median(cus)) if all(c is not None for c in cus) else None,
         "pairs_generated_over_handwritten": pairs,
         "selection": {k: v for k, v in sel.items() if k != "fitted"},
         "selection_o1_features": {"mean_fraction_of_oracle": sel_cheap["mean_fraction_of_oracle"],
-                                  "features": ["log2_rows", "log2_avg_row_length"]},
-        "features": prog.feature_names,
+                                  "model": sel_cheap["model"], "features": ["log2_rows", "log2_avg_row_length"]},
+        "selection_svm": {"mean_fraction_of_oracle": sel_svm["mean_fraction_of_oracle"]},
         "feature_cost": {
             "median_run_ms": med_run,
             "features_median_us": feat_full, "features_share_of_median_run": feat_full / 1e3 / med_run,
             "o1_features_median_us": feat_cheap, "o1_features_share_of_median_run": feat_cheap / 1e3 / med_run,
-            "dispatch_first_call_median_us": float(np.median([d["first_us"] for d in dispatch])),
-            "dispatch_kept_median_us": float(np.median([d["kept_us"] for d in dispatch])),
+            "dispatch_first_call_median_us": first, "dispatch_kept_median_us": kept,
+            "dispatch_share_first_call": first / 1e3 / med_run, "dispatch_share_kept": kept / 1e3 / med_run,
         },
-        "n_train": len(train), "n_test": len(test), "records": records,
-        "labels": [{"label": lab, "variant": v, "policy": p, "handwritten": hw} for lab, v, p, hw in labels],
-        "run_overhead_us": records["test"][0].get("run_overhead_us"),
     }
-    result["feature_cost"]["dispatch_share_first_call"] = result["feature_cost"]["dispatch_first_call_median_us"] \
-        / 1e3 / med_run
-    result["feature_cost"]["dispatch_share_kept"] = result["feature_cost"]["dispatch_kept_median_us"] / 1e3 / med_run
-    return result
 
 
 def build_matrix(b: Bench, spec: inputs.InputSpec) -> tuple[tuple[Any, ...], Any, Any]:
@@ -334,11 +388,14 @@ def spmv_one(b: Bench, prog: Any, cheap: Any, labels: list, spec: inputs.InputSp
     rec["features"] = prog.features(*args)
     rec["feature_us"] = b.wall_us(lambda: prog.features(*args))
     rec["feature_cheap_us"] = b.wall_us(lambda: cheap.features(*args))
+    timed: dict[str, Callable[[], Any]] = {}
     for lab, variant, policy, _ in labels:
         call = prog.bind(variant, *args, **policy)
         ok = b.close(call(), ref, tol)
         rec["status"][lab] = "ok" if ok else "wrong_result"
-        rec["gen_ms"][lab] = b.time(call) if ok else None
+        rec["gen_ms"][lab] = None
+        if ok:
+            timed["gen:" + lab] = call
     y = b.dev.empty(m.n_rows, np.float32)
     hw = {"csr_scalar": _hand_call(b, m, x, y, None)}
     for w in hand.VECTOR_WIDTHS:
@@ -348,8 +405,13 @@ def spmv_one(b: Bench, prog: Any, cheap: Any, labels: list, spec: inputs.InputSp
     for name, call in hw.items():
         out = call()
         ok = b.close(out if out is not None else y, ref, tol)
-        rec["hand_ms"][name] = b.time(call) if ok else None
+        rec["hand_ms"][name] = None
         rec["status"][name] = "ok" if ok else "wrong_result"
+        if ok:
+            timed["hand:" + name] = call
+    for key, ms in b.time_many(timed).items():
+        kind, name = key.split(":", 1)
+        rec["gen_ms" if kind == "gen" else "hand_ms"][name] = ms
     best = min((k for k, v in rec["gen_ms"].items() if v is not None), key=lambda k: rec["gen_ms"][k])
     rec["oracle_label"] = best
     v0, p0 = labels[1][1], labels[1][2]
@@ -436,17 +498,22 @@ def run_segreduce(b: Bench, scale: float, seed: int, log: Callable[[str], None])
             args = (values, offsets)
             rec["features"] = prog.features(*args)
             rec["feature_us"] = b.wall_us(lambda a=args: prog.features(*a))
+            timed: dict[str, Callable[[], Any]] = {}
             for lab, variant, policy in labels:
                 call = prog.bind(variant, *args, **policy)
-                ok = b.close(call(), ref, tol)
-                rec["gen_ms"][lab] = b.time(call) if ok else None
+                rec["gen_ms"][lab] = None
+                if b.close(call(), ref, tol):
+                    timed["gen:" + lab] = call
             for name, call in seg_peers(b, values, offsets, rows).items():
+                rec["peer_ms"][name] = None
                 try:
-                    ok = b.close(call(), ref, tol)
-                    rec["peer_ms"][name] = b.time(call) if ok else None
+                    if b.close(call(), ref, tol):
+                        timed["peer:" + name] = call
                 except Exception as exc:  # a peer missing on this stack is recorded, not fatal
-                    rec["peer_ms"][name] = None
                     rec.setdefault("peer_errors", {})[name] = f"{type(exc).__name__}: {exc}"[:200]
+            for key, ms in b.time_many(timed).items():
+                kind, name = key.split(":", 1)
+                rec["gen_ms" if kind == "gen" else "peer_ms"][name] = ms
             records[part].append(rec)
             b.free()
             if i % 10 == 0:
@@ -478,13 +545,14 @@ def seg_peers(b: Bench, values: Any, offsets: Any, rows: int) -> dict[str, Calla
 
 def flat_summary(records: dict[str, list], names: list[str], what: str, peers: str) -> dict[str, Any]:
     sel = select(records["train"], records["test"], names)
+    sel_svm = select(records["train"], records["test"], names, model="svm")
     test = records["test"]
     med_run = float(np.median(sel["chosen_ms"]))
     best_peer = [min([v for v in r["peer_ms"].values() if v is not None], default=None) for r in test]
     have = [p is not None for p in best_peer]
     feat = float(np.median([r["feature_us"] for r in test]))
     return {
-        "what": what,
+        "what": what, "names": names,
         "generated_ms": med_run,
         "handwritten_ms": float(np.median([p for p in best_peer if p is not None])) if any(have) else None,
         "handwritten_what": peers,
@@ -495,6 +563,7 @@ def flat_summary(records: dict[str, list], names: list[str], what: str, peers: s
         "oracle_over_best_peer": ratio_stats([o / p for o, p in zip(sel["oracle_ms"], best_peer, strict=True)
                                               if p is not None]),
         "selection": {k: v for k, v in sel.items() if k != "fitted"},
+        "selection_svm": {"mean_fraction_of_oracle": sel_svm["mean_fraction_of_oracle"]},
         "feature_cost": {"median_run_ms": med_run, "features_median_us": feat,
                          "features_share_of_median_run": feat / 1e3 / med_run},
         "n_train": len(records["train"]), "n_test": len(test), "records": records,
@@ -542,18 +611,23 @@ def run_scan_compact(b: Bench, scale: float, seed: int, which: str, log: Callabl
                 rec["kept_fraction"] = float(int(ref.size) / n)
             rec["features"] = prog.features(x)
             rec["feature_us"] = b.wall_us(lambda a=x: prog.features(a))
+            timed: dict[str, Callable[[], Any]] = {}
             for lab, pol in labels:
                 call = prog.bind(variant, x, **pol)
-                ok = b.close(call(), ref)
-                rec["gen_ms"][lab] = b.time(call) if ok else None
+                rec["gen_ms"][lab] = None
+                if b.close(call(), ref):
+                    timed["gen:" + lab] = call
             for name, call in scan_peers(b, x, which).items():
+                rec["peer_ms"][name] = None
                 try:
                     out = call()
-                    ok = b.close(out[:-1], ref[1:]) if which == "scan" else b.close(out, ref)
-                    rec["peer_ms"][name] = b.time(call) if ok else None
+                    if b.close(out[:-1], ref[1:]) if which == "scan" else b.close(out, ref):
+                        timed["peer:" + name] = call
                 except Exception as exc:
-                    rec["peer_ms"][name] = None
                     rec.setdefault("peer_errors", {})[name] = f"{type(exc).__name__}: {exc}"[:200]
+            for key, ms in b.time_many(timed).items():
+                kind, name = key.split(":", 1)
+                rec["gen_ms" if kind == "gen" else "peer_ms"][name] = ms
             records[part].append(rec)
             b.free()
             if i % 10 == 0:
@@ -652,6 +726,20 @@ def summary_table(rep: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def reanalyse(path: Path) -> None:
+    """Refit the selection (``--model``) from the records of a results JSON and rewrite its summaries
+    (measurements are untouched; the SpMV dispatch timing stays that of the model used on the device)."""
+    rep = json.loads(path.read_text())
+    for name, res in rep["benchmarks"].items():
+        if name == "spmv":
+            res.update(spmv_summary(res))
+        else:
+            res.update(flat_summary(res["records"], res["names"], res["what"], res["handwritten_what"]))
+    rep["reanalysed"] = {"model": MODEL["kind"], "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+    path.write_text(json.dumps(rep, indent=1, default=float))
+    print(summary_table(rep))
+
+
 def write_report(path: Path) -> None:
     """Markdown next to the JSON (device, date, commit, targets, per-part numbers) and a PNG of fractions."""
     rep = json.loads(path.read_text())
@@ -659,7 +747,8 @@ def write_report(path: Path) -> None:
     lines = [f"# NDP (Surge-style) generated code on {rep['device'].get('name')}", "",
              f"Device {rep['device']}; date {rep['date']}; commit {rep['commit']}; scale {rep['scale']}; "
              f"seed {rep['seed']}.", "",
-             "Timing: CUDA events, 2 warm-up calls, median of up to 10 repeats; generated and hand-written kernels "
+             "Timing: CUDA events, 2 warm-up calls, then up to 10 round-robin rounds over every label and peer "
+             "of an input (order rotated each round), medians; generated and hand-written kernels "
              "are timed with their launch arguments bound once (`Program.bind`); library peers through their "
              "Python APIs. Fraction of oracle = best generated label's time / chosen label's time per test input, "
              "averaged; the model is the adaptive layer's SVM on the features inferred by `ndp` (no user feature "
@@ -676,8 +765,9 @@ def write_report(path: Path) -> None:
                 lines.append(f"| {pair} | {st['geomean']:.3f} | {st['mean']:.3f} | {st['median']:.3f} | "
                              f"{st['max']:.3f} | {100 * st['within_1.1x']:.0f} % |")
         sel = s["selection"]
-        lines += ["", f"Selection among {len(sel['fixed'])} generated labels: mean fraction of oracle "
-                  f"**{s['mean_fraction_of_oracle']:.4f}** (buckets <70/70-80/80-90/90-100 %: "
+        lines += ["", f"Selection among {len(sel['fixed'])} generated labels ({sel.get('model', 'svm')}): mean "
+                  f"fraction of oracle **{s['mean_fraction_of_oracle']:.4f}** (SVM: "
+                  f"{s.get('selection_svm', {}).get('mean_fraction_of_oracle', float('nan')):.4f}; buckets <70/70-80/80-90/90-100 %: "
                   f"{sel['buckets_lt70_70_80_80_90_90_100']}); best fixed label {sel['best_fixed']} "
                   f"({sel['fixed'][sel['best_fixed']]:.4f}); with the O(1) features only "
                   f"{s['selection_o1_features']['mean_fraction_of_oracle']:.4f}.",
@@ -700,7 +790,9 @@ def write_report(path: Path) -> None:
         ab, ob = s.get("adaptive_over_best_peer") or {}, s.get("oracle_over_best_peer") or {}
         lines += [f"## {name}: {s['what']}", "",
                   f"{s['n_train']} training / {s['n_test']} test inputs. Peers: {s['handwritten_what']}.", "",
-                  f"- mean fraction of oracle {s['mean_fraction_of_oracle']:.4f}; best fixed {sel['best_fixed']} "
+                  f"- mean fraction of oracle {s['mean_fraction_of_oracle']:.4f} ({sel.get('model', 'svm')}; SVM "
+                  f"{s.get('selection_svm', {}).get('mean_fraction_of_oracle', float('nan')):.4f}); best fixed "
+                  f"{sel['best_fixed']} "
                   f"({sel['fixed'][sel['best_fixed']]:.4f})",
                   f"- adaptive / best peer: geomean {ab.get('geomean', float('nan')):.3f}, median "
                   f"{ab.get('median', float('nan')):.3f}, max {ab.get('max', float('nan')):.3f}; oracle / best peer "
@@ -741,8 +833,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=2024)  # the GPU suite's seed: the same matrices
     p.add_argument("--parts", nargs="+", default=["spmv", "segreduce", "scan", "compact"])
+    p.add_argument("--model", default="auto", help="selection model kind (adaptive layer), default auto")
+    p.add_argument("--reanalyse", help="refit the selection from the records of an existing results JSON")
     p.add_argument("--report", help="write markdown + PNG next to an existing results JSON and exit")
     args = p.parse_args(argv)
+    MODEL["kind"] = args.model
+    if args.reanalyse:
+        reanalyse(Path(args.reanalyse))
+        return
     if args.report:
         write_report(Path(args.report))
         return

@@ -39,11 +39,12 @@ def test_inferred_features_irregular_and_uniform(dev):
     prog = spmv.generate(dev)
     assert prog.feature_kind == "irregular"
     args, _, (indptr, data) = matrix(dev, "power_law", 900, 12.0, 1)
-    rows, avg, cv = prog.features(*args)
+    rows, avg, cv, longest = prog.features(*args)
     lengths = np.diff(indptr)
     assert rows == pytest.approx(math.log2(1 + 900))
     assert avg == pytest.approx(math.log2(1 + data.size / 900))
     assert cv == pytest.approx(lengths[:: max(1, 900 // 256)].std() / lengths[:: max(1, 900 // 256)].mean())
+    assert longest == pytest.approx(math.log2((1 + lengths.max()) / (1 + data.size / 900)))
     args2, _, _ = matrix(dev, "constant_row", 900, 12.0, 1)
     assert prog.features(*args2)[2] < 0.1 < cv  # near-constant rows vs power-law rows
     u = tile_sums.generate(dev)
@@ -56,7 +57,7 @@ def test_variants_carry_their_policy_space_and_train_end_to_end(dev):
     prog = spmv.generate(dev, keep_features=True)
     cv = prog.code_variant()
     assert cv.variant_names == prog.variant_names and cv.default_name == "independent.cooperative"
-    assert cv.feature_names == ["log2_rows", "log2_avg_row_length", "row_length_cv"]
+    assert cv.feature_names == ["log2_rows", "log2_avg_row_length", "row_length_cv", "log2_max_over_avg"]
     assert cv.space_of("independent.cooperative") is prog.spaces["independent.cooperative"]
     assert cv.space_of("sequential.sequential").names == ("enable_unroll",)
     train = {f"{fam}{i}": matrix(dev, fam, 400 + 300 * i, avg, i)[0]

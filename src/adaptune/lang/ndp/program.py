@@ -376,7 +376,7 @@ class Program:
 
     @property
     def feature_names(self) -> list[str]:
-        spread = ["row_length_cv"] if self.row_spread else []
+        spread = ["row_length_cv", "log2_max_over_avg"] if self.row_spread else []
         return {"irregular": ["log2_rows", "log2_avg_row_length", *spread],
                 "uniform": ["log2_length", "log2_rows", "log2_aspect_ratio"],
                 "flat": ["log2_length"]}[self.feature_kind]
@@ -399,7 +399,7 @@ class Program:
             avg = int(arrays[pos[src.seq.name]].size) / max(rows, 1)
             vec = [math.log2(1 + rows), math.log2(1 + avg)]
             if self.row_spread:
-                vec.append(self._row_length_cv(offsets, rows))
+                vec.extend(self._row_spread(offsets, rows, avg))
             if self.keep_features:
                 self._features_kept[id(offsets)] = (offsets, vec)
                 while len(self._features_kept) > 16:
@@ -410,7 +410,7 @@ class Program:
             rows = self.rows(src, env)
             avg = self._nested_elements(src, env) / max(rows, 1)
             vec = [math.log2(1 + rows), math.log2(1 + avg)]
-            return vec + [0.0] if self.row_spread else vec  # offsets computed on the device: no sampling
+            return vec + [0.0, 0.0] if self.row_spread else vec  # offsets computed on the device: no spread
         if self.feature_kind == "uniform":
             n = self._nested_elements(src, env)
             rows = self.rows(src, env)
@@ -419,22 +419,27 @@ class Program:
         first = next(iter(env.arrays.values()))
         return [math.log2(1 + int(first.size))]
 
-    def _row_length_cv(self, offsets: Any, rows: int) -> float:
-        """Coefficient of variation of row lengths over <= SAMPLE_ROWS strided rows (one small transfer)."""
+    def _row_spread(self, offsets: Any, rows: int, avg: float) -> list[float]:
+        """[coefficient of variation of row lengths over <= SAMPLE_ROWS strided rows, log2(longest / mean)].
+
+        The longest row needs one pass over the offsets (a few long rows decide CSR-scalar vs a work-group
+        per row, and a sample misses them); both numbers come back in one small transfer."""
         if rows <= 0:
-            return 0.0
+            return [0.0, 0.0]
         step = max(1, rows // SAMPLE_ROWS)
         xp = self.device.xp
         if isinstance(offsets, np.ndarray) or xp is np:  # host array, or OpenCL (CI sizes): read the offsets
             host = offsets if isinstance(offsets, np.ndarray) else self.device.to_host(offsets)
-            lengths = np.diff(host)[::step].astype(np.float64)
-        else:
-            idx = xp.arange(0, rows, step, dtype=np.int32)
-            both = xp.concatenate([offsets[idx], offsets[idx + 1]])
-            host = self.device.to_host(both).astype(np.float64)
-            lengths = host[idx.size:] - host[: idx.size]
+            all_lengths = np.diff(host)
+            longest = float(all_lengths.max())
+            lengths = all_lengths[::step].astype(np.float64)
+        else:  # CuPy: row lengths, their max and a strided sample in three launches, then one copy
+            d = offsets[1: rows + 1] - offsets[0:rows]
+            both = self.device.to_host(xp.concatenate([d.max(keepdims=True), d[::step]])).astype(np.float64)
+            longest, lengths = float(both[0]), both[1:]
         mean = float(lengths.mean())
-        return float(lengths.std() / mean) if mean > 0 else 0.0
+        cv = float(lengths.std() / mean) if mean > 0 else 0.0
+        return [cv, math.log2((1.0 + longest) / (1.0 + avg))]
 
     # ------------------------------------------------------------------------------ adaptive layer
 
