@@ -168,7 +168,10 @@ class Kernel:
                 return self.emit(split.seq, f"((({idx}) % {r}) * {split.tile} + ({idx}) / {r})")
         if isinstance(node, Row):
             base, start, stride = self.rows[node.index]
-            pos = f"{start} + ({idx})" if stride == "1" else f"{start} + ({idx}) * {stride}"
+            if start == "0":
+                pos = idx if stride == "1" else f"({idx}) * {stride}"
+            else:
+                pos = f"{start} + ({idx})" if stride == "1" else f"{start} + ({idx}) * {stride}"
             return self.emit(base, pos)
         raise NdpError(f"internal: cannot emit {node.op} as an element expression")
 
@@ -580,15 +583,26 @@ def _row_body(k: Kernel, stage: Stage, r: str, jloop: tuple[str, str], acc: str 
         if idx == 0:
             length, ostart = n_k, o_k
     j0, step = jloop
+    bound, shift = length, ostart
+    starts = {k.rows[i][1] for i in range(len(stage.nested))}
+    if len(starts) == 1 and all(k.rows[i][2] == "1" for i in range(len(stage.nested))):
+        # contiguous rows sharing one start: loop over absolute positions (the hand-written CSR form)
+        start = starts.pop()
+        bound = k.bind(f"({start} + {length})", "i32")
+        j0 = f"{start} + {j0}" if j0 != "0" else start
+        for i in range(len(stage.nested)):
+            k.rows[i] = (k.rows[i][0], "0", "1")
+        if ostart is not None:
+            shift = k.bind(f"({ostart} - {start})", "i32")
     if unroll:
         k.line(unroll)
-    k.line(f"for (i32 j = {j0}; j < {length}; j += {step}) {{")
+    k.line(f"for (i32 j = {j0}; j < {bound}; j += {step}) {{")
     k.push()
     v = k.emit(stage.expr, "j")
     if acc is not None:
         k.line(f"{acc} = {combine(acc, cast(v, stage.out.dtype))};")
     else:
-        k.line(f"{out}[{ostart} + j] = {cast(v, stage.out.dtype)};")
+        k.line(f"{out}[{shift} + j] = {cast(v, stage.out.dtype)};")
     k.pop()
     k.line("}")
 
