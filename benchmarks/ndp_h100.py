@@ -694,7 +694,7 @@ def run(args: argparse.Namespace) -> Path:
 
     report: dict[str, Any] = {"device": device_description(b), "date": dt.datetime.now(dt.UTC).isoformat(
         timespec="seconds"), "commit": git_commit(), "scale": args.scale, "seed": args.seed,
-        "python": platform.python_version(), "benchmarks": {}, "errors": {}}
+        "python": platform.python_version(), "timing": "round_robin", "benchmarks": {}, "errors": {}}
     path = out / f"ndp_{args.tag}.json"
     parts = {"spmv": lambda: run_spmv(b, args.scale, args.seed, log),
              "segreduce": lambda: run_segreduce(b, args.scale, args.seed, log),
@@ -740,6 +740,14 @@ def reanalyse(path: Path) -> None:
     print(summary_table(rep))
 
 
+TIMING_TEXT = {
+    "round_robin": "Timing: CUDA events, 2 warm-up calls, then up to 10 round-robin rounds over every label and peer "
+                   "of an input (order rotated each round), medians",
+    "sequential": "Timing: CUDA events, each label in turn: 2 warm-up calls and the median of up to 10 repeats "
+                  "(the first run's method; clock drift between labels is not evened out)",
+}
+
+
 def write_report(path: Path) -> None:
     """Markdown next to the JSON (device, date, commit, targets, per-part numbers) and a PNG of fractions."""
     rep = json.loads(path.read_text())
@@ -747,12 +755,18 @@ def write_report(path: Path) -> None:
     lines = [f"# NDP (Surge-style) generated code on {rep['device'].get('name')}", "",
              f"Device {rep['device']}; date {rep['date']}; commit {rep['commit']}; scale {rep['scale']}; "
              f"seed {rep['seed']}.", "",
-             "Timing: CUDA events, 2 warm-up calls, then up to 10 round-robin rounds over every label and peer "
-             "of an input (order rotated each round), medians; generated and hand-written kernels "
+             TIMING_TEXT[rep.get("timing", "round_robin")] + "; generated and hand-written kernels "
              "are timed with their launch arguments bound once (`Program.bind`); library peers through their "
              "Python APIs. Fraction of oracle = best generated label's time / chosen label's time per test input, "
-             "averaged; the model is the adaptive layer's SVM on the features inferred by `ndp` (no user feature "
-             "code).", "", summary_table(rep), ""]
+             "averaged; the model is the adaptive layer's (its kind is given per part below; auto = the kind "
+             "with the best cross-validated fraction of oracle on the training inputs) on the features inferred "
+             "by `ndp` (no user feature code).", ""]
+    if rep.get("reanalysed"):
+        lines += [f"Selection refit without a GPU with model={rep['reanalysed']['model']} on "
+                  f"{rep['reanalysed']['date']} from the times recorded on the device (`--reanalyse`); the "
+                  "measurements are the device run's, and the SpMV dispatch timing is that of the model used on "
+                  "the device (SVM).", ""]
+    lines += [summary_table(rep), ""]
     if "spmv" in bm:
         s = bm["spmv"]
         fc = s["feature_cost"]
