@@ -87,3 +87,18 @@ def test_explain_before_training_names_default_and_pruning(dev):
     text = prog.explain(dev.asarray(np.ones(10, np.float32)))
     assert "pruned cooperative" in text and "untrained" in text
     assert float(dev.to_host(prog(dev.asarray(np.ones(10, np.float32))))[0]) == 10.0
+
+
+def test_bind_matches_run_and_features_can_be_kept_or_cheap(dev):
+    args, ref, _ = matrix(dev, "near_diagonal", 600, 8.0, 21)
+    prog = spmv.generate(dev, keep_features=True)
+    config = prog.default_policy("independent.cooperative")
+    call = prog.bind("independent.cooperative", *args, **config)
+    np.testing.assert_allclose(dev.to_host(call()), dev.to_host(prog.run("independent.cooperative", *args)),
+                               rtol=1e-6)
+    np.testing.assert_allclose(dev.to_host(call()), ref, rtol=1e-4, atol=1e-4)
+    first = prog.features(*args)
+    assert prog.features(*args) is first  # kept with the offsets array: no second pass
+    cheap = spmv.generate(dev, row_spread=False)
+    assert cheap.feature_names == ["log2_rows", "log2_avg_row_length"]
+    assert cheap.features(*args) == first[:2]

@@ -200,7 +200,6 @@ class _Lowerer:
         offsets = self.new_stage("scatter", "i32", expr=Range(start=0, stop=keys), length=keys, index_expr=pos,
                                  mask=flags, count_stage=scan.index, tail=True, fixed=True,
                                  fused=["range", "head_flags"], label="reduce_by_key: run offsets")
-        offsets.out_length = None
         ukeys = self.new_stage("scatter", keys.dtype, expr=keys, length=keys, index_expr=pos, mask=flags,
                                count_stage=scan.index, fixed=True, fused=["head_flags"],
                                label="reduce_by_key: run keys")
