@@ -40,6 +40,8 @@ _LAZY: dict[str, str] = {
     "launch_config": "adaptune.predict",
     # lang: lazy NumPy arrays compiled into fused kernels (entry point: import adaptune.numpy as anp)
     "LazyArray": "adaptune.lang", "FlushStats": "adaptune.lang", "FallbackWarning": "adaptune.lang",
+    # nested data-parallel operators (adaptune.lang.ndp)
+    "ndp_computation": "adaptune.lang.ndp", "NdpComputation": "adaptune.lang.ndp", "NdpProgram": "adaptune.lang.ndp",
 }
 
 __all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]
