@@ -15,7 +15,7 @@ def dev():
 
 def _run(dev, m, name, x):
     y = dev.zeros(m.n_rows, np.float32)
-    spmv.variants()[name](m, dev.asarray(x), y)
+    spmv.variants(with_libraries=False)[name](m, dev.asarray(x), y)
     return dev.to_host(y)
 
 
@@ -29,9 +29,7 @@ def test_every_variant_matches_scipy(dev, family):
                     memory_budget_bytes=2**30)
     assert m.ell is not None and m.dia is not None
     tol = 1e-4 * (np.abs(a).astype(np.float64) @ np.abs(x)) + 1e-5
-    for name in spmv.variants():
-        if name == "cusparse":
-            continue
+    for name in spmv.variants(with_libraries=False):
         got = _run(dev, m, name, x)
         assert np.all(np.abs(got - expected) <= tol), f"{family}/{name}"
 
@@ -47,6 +45,39 @@ def test_portable_reduction_path_and_empty_rows(dev):
         y = dev.zeros(5, np.float32)
         spmv.csr_vector(m, dev.asarray(x), y, vec, portable_reduce=True)
         np.testing.assert_allclose(dev.to_host(y), a @ x, rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["power_law_heavy", "arrow", "rmat"])
+def test_balanced_csr_on_rows_spanning_many_chunks(dev, family):
+    # long rows cross several chunks of BLOCK * CHUNK_ITEMS non-zeros: the carry fix-up must add them up
+    indptr, indices, data, shape = inputs.sparse_matrix(family, 20_000, 6.0, seed=2)
+    assert np.diff(indptr).max() > 2 * spmv.CHUNK or family == "rmat"
+    a = sp.csr_matrix((data, indices, indptr), shape=shape)
+    x = np.random.default_rng(3).standard_normal(shape[1]).astype(np.float32)
+    m = spmv.upload(dev, indptr, indices, data, shape)
+    tol = 1e-4 * (np.abs(a).astype(np.float64) @ np.abs(x)) + 1e-5
+    got = _run(dev, m, "csr_balanced", x)
+    assert np.all(np.abs(got - a.astype(np.float64) @ x.astype(np.float64)) <= tol)
+
+
+def test_balanced_csr_empty_rows_and_empty_matrix(dev):
+    # empty rows at the start, at chunk boundaries and at the end; then a matrix with no entries at all
+    lengths = np.zeros(5000, np.int64)
+    lengths[7:4000:3] = 7
+    lengths[100] = 3 * spmv.CHUNK + 5
+    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    nnz = int(indptr[-1])
+    rng = np.random.default_rng(0)
+    indices = np.concatenate([np.sort(rng.choice(8000, int(k), replace=False)) for k in lengths]).astype(np.int32)
+    data = rng.standard_normal(nnz).astype(np.float32)
+    a = sp.csr_matrix((data, indices, indptr), shape=(5000, 8000))
+    x = rng.standard_normal(8000).astype(np.float32)
+    m = spmv.upload(dev, indptr, indices, data, (5000, 8000))
+    np.testing.assert_allclose(_run(dev, m, "csr_balanced", x), a @ x, rtol=1e-4, atol=1e-3)
+    empty = spmv.upload(dev, np.zeros(4, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32), (3, 3))
+    y = dev.asarray(np.ones(3, np.float32))
+    spmv.csr_balanced(empty, dev.asarray(np.ones(3, np.float32)), y)
+    np.testing.assert_array_equal(dev.to_host(y), 0)
 
 
 def test_constraints_refuse_formats_with_large_fill(dev):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 MATRIX_FAMILIES = ("uniform_random", "constant_row", "power_law", "banded", "stencil_2d", "stencil_3d",
-                   "block_diagonal", "near_diagonal", "arrow", "diagonal_plus_random")
+                   "block_diagonal", "near_diagonal", "arrow", "diagonal_plus_random", "power_law_heavy", "rmat")
 HISTOGRAM_KINDS = ("uniform", "normal", "constant", "exponential", "image", "mixed_regions", "few_values",
                    "sparse_spikes")
 SORT_ORDERS = ("uniform", "normal", "reversed", "almost_sorted", "few_unique", "sorted")
@@ -93,13 +93,13 @@ def sparse_matrix(family: str, n_rows: int, avg_nnz: float, seed: int, xp=np):
     n = n_rows
     k = max(1, int(round(avg_nnz)))
     sorted_pattern = False
-    if family in ("uniform_random", "constant_row", "power_law"):
+    if family in ("uniform_random", "constant_row", "power_law", "power_law_heavy"):
         if family == "uniform_random":
             lengths = xp.floor(rng.random(n) * (2 * avg_nnz) + 0.5).astype(np.int64)
         elif family == "constant_row":
             lengths = xp.full(n, k, dtype=np.int64)
-        else:  # Pareto row lengths with shape 1.5..2.5, scaled to the requested mean
-            alpha = float(host_rng.uniform(1.5, 2.5))
+        else:  # Pareto row lengths, shape 1.5..2.5 (heavy: 1.1..1.4, rows up to n long), mean avg_nnz
+            alpha = float(host_rng.uniform(1.5, 2.5) if family == "power_law" else host_rng.uniform(1.1, 1.4))
             raw = (1.0 - rng.random(n)) ** (-1.0 / alpha)
             lengths = xp.minimum(xp.floor(raw * avg_nnz * (alpha - 1) / alpha), n).astype(np.int64)
         rows, _ = _from_lengths(xp, lengths, n)
@@ -138,6 +138,8 @@ def sparse_matrix(family: str, n_rows: int, avg_nnz: float, seed: int, xp=np):
         cols = rng.integers(0, n, rows.size)
         diag = xp.arange(n, dtype=np.int64)
         rows, cols = xp.concatenate([rows, diag]), xp.concatenate([cols, diag])
+    elif family == "rmat":  # R-MAT / Kronecker: skewed rows and columns, as in graph-derived matrices
+        rows, cols = rmat_edges(xp, rng, host_rng, n, int(n * avg_nnz))
     else:  # diagonal_plus_random: a tridiagonal band plus random entries
         band_rows, band_cols = _offsets_pattern(xp, n, [-1, 0, 1])
         extra = max(0, k - 3)
@@ -146,6 +148,21 @@ def sparse_matrix(family: str, n_rows: int, avg_nnz: float, seed: int, xp=np):
         rows, cols = xp.concatenate([band_rows, r_rows]), xp.concatenate([band_cols, r_cols])
     indptr, indices, data = _canonical(xp, rows, cols, n, n, rng, already_sorted=sorted_pattern)
     return indptr, indices, data, (n, n)
+
+
+def rmat_edges(xp, rng, host_rng, n: int, m: int, probs: tuple[float, float, float] | None = None):
+    """m R-MAT edges over n vertices (ids reduced modulo n); quadrant probabilities a, b, c (d = rest)."""
+    a, b, c = probs if probs is not None else (float(host_rng.uniform(0.45, 0.6)), 0.19, 0.19)
+    levels = max(1, (n - 1).bit_length())
+    rows = xp.zeros(m, dtype=np.int64)
+    cols = xp.zeros(m, dtype=np.int64)
+    for _ in range(levels):
+        u = rng.random(m)
+        down = u >= a + b
+        right = ((u >= a) & (u < a + b)) | (u >= a + b + c)
+        rows = rows * 2 + down
+        cols = cols * 2 + right
+    return rows % n, cols % n
 
 
 # ---------------------------------------------------------------- 8-bit data
