@@ -17,11 +17,12 @@ from adaptune.kernels import spmv as spmv_mod
 from adaptune.kernels.device import Device
 
 SPMV_FEATURES = ("n_rows", "nnz", "avg_nnz_per_row", "row_length_sd", "max_deviation", "ell_fill", "dia_fill")
-HISTOGRAM_FEATURES = ("n", "n_per_bin", "subsample_sd", "subsample_mode_share")
+HISTOGRAM_FEATURES = ("n", "bins", "key_bits", "n_per_bin", "subsample_sd", "collision_share", "neighbour_share")
 SORT_FEATURES = ("n", "key_bits", "is_float", "ascending_runs", "descent_share", "tie_share")
 
 SPMV_SAMPLE_ROWS = 4096
-HISTOGRAM_SAMPLE = 10_000  # Nitro: min(25 % of N, 10,000)
+HISTOGRAM_SAMPLE = 4096  # Nitro: min(25 % of N, 10,000); ours at most 4096 (held in shared memory)
+HISTOGRAM_SAMPLE_MAX = 4096
 SORT_SAMPLE_PAIRS = 4096
 
 _stamps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device -> [buffer, generation]
@@ -95,36 +96,47 @@ def spmv_features_reference(indptr: np.ndarray, indices: np.ndarray, shape: tupl
 
 
 def histogram_sample_plan(n: int, sample: int = HISTOGRAM_SAMPLE) -> tuple[int, int]:
-    """(stride, count) of the sub-sample: min(25 % of n, sample) bytes evenly spaced."""
-    count = max(1, min(sample, n // 4 or 1))
+    """(stride, count) of the sub-sample: min(25 % of n, sample) keys evenly spaced (count <= 4096)."""
+    count = max(1, min(sample, HISTOGRAM_SAMPLE_MAX, n // 4 or 1))
     return max(1, n // count), count
 
 
-def histogram_features(d: hist_mod.DeviceBytes, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
-    """N, N / bins, and the sub-sample's standard deviation (Nitro) and most-frequent-value share (ours:
-    it measures atomic contention directly)."""
+def histogram_features(d: hist_mod.DeviceKeys, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
+    """N, bins, key width and N / bins from the host; from a sub-sample on the device (one block): spread
+    relative to the bins, collision share (two sampled keys equal: what makes atomics contend) and
+    neighbour share (a key equals the next one: runs)."""
     dev = d.device
-    stride, count = histogram_sample_plan(d.n_bytes, sample)
-    out = dev.empty(3, np.float32)
-    kernel = dev.kernel("histogram_kernels.c", "histogram_subsample_stats", {"BLOCK": hist_mod.BLOCK})
-    kernel(1, hist_mod.BLOCK, (d.raw, np.uint32(stride), np.uint32(count), out))
+    stride, count = histogram_sample_plan(d.n, sample)
+    out = dev.empty(4, np.float32)
+    kernel = dev.kernel("histogram_kernels.c", "histogram_subsample_stats",
+                        {"BLOCK": hist_mod.BLOCK, "KEY_BITS": d.key_bits, "BINS": d.bins})
+    kernel(1, hist_mod.BLOCK, (d.words, np.uint32(d.n), np.uint32(stride), np.uint32(count), out))
     stats = dev.to_host(out)
     return {
-        "n": float(d.n_bytes),
-        "n_per_bin": d.n_bytes / hist_mod.BINS,
+        "n": float(d.n),
+        "bins": float(d.bins),
+        "key_bits": float(d.key_bits),
+        "n_per_bin": d.n / d.bins,
         "subsample_sd": float(stats[1]),
-        "subsample_mode_share": float(stats[2]),
+        "collision_share": float(stats[2]),
+        "neighbour_share": float(stats[3]),
     }
 
 
-def histogram_features_reference(data: np.ndarray, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
-    stride, count = histogram_sample_plan(data.size, sample)
-    s = data[: stride * count : stride][:count].astype(np.float64)
+def histogram_features_reference(keys: np.ndarray, bins: int, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
+    stride, count = histogram_sample_plan(keys.size, sample)
+    pos = np.arange(count, dtype=np.int64) * stride
+    s = keys[pos].astype(np.int64)
+    nxt = pos + 1 < keys.size
+    neighbours = np.sum(keys[pos[nxt] + 1].astype(np.int64) == s[nxt])
     return {
-        "n": float(data.size),
-        "n_per_bin": data.size / hist_mod.BINS,
-        "subsample_sd": float(s.std()),
-        "subsample_mode_share": float(np.bincount(s.astype(np.int64), minlength=256).max() / count),
+        "n": float(keys.size),
+        "bins": float(bins),
+        "key_bits": float(keys.dtype.itemsize * 8),
+        "n_per_bin": keys.size / bins,
+        "subsample_sd": float((s / bins).std()),
+        "collision_share": float(np.mean(s == s[(np.arange(count) + count // 2) % count])),
+        "neighbour_share": float(neighbours / count),
     }
 
 

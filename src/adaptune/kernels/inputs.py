@@ -1,5 +1,5 @@
-"""Input generators for the GPU suite: sparse matrices of 10 structural families, 8-bit data with uniform
-and skewed distributions, and sort keys in six orders; and disjoint training / test sets of input specs.
+"""Input generators for the GPU suite: sparse matrices of 12 structural families, histogram keys (8/16/32-bit,
+16 ... 65,536 bins) with uniform and skewed distributions, and sort keys in six orders; and disjoint training / test sets of input specs.
 
 Every generator takes the array module `xp` (NumPy, or CuPy to generate big inputs on the GPU, which is far
 faster than SciPy on the host) and a seed; the same spec always gives the same input for a given xp.
@@ -16,7 +16,9 @@ import numpy as np
 MATRIX_FAMILIES = ("uniform_random", "constant_row", "power_law", "banded", "stencil_2d", "stencil_3d",
                    "block_diagonal", "near_diagonal", "arrow", "diagonal_plus_random", "power_law_heavy", "rmat")
 HISTOGRAM_KINDS = ("uniform", "normal", "constant", "exponential", "image", "mixed_regions", "few_values",
-                   "sparse_spikes")
+                   "sparse_spikes", "zipf", "sorted_runs")
+HISTOGRAM_BINS = (16, 64, 256, 1024, 4096, 16384, 65536)
+KEY_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32}
 SORT_ORDERS = ("uniform", "normal", "reversed", "almost_sorted", "few_unique", "sorted")
 SORT_DTYPES = ("int32", "int64", "float32", "float64")
 
@@ -165,45 +167,56 @@ def rmat_edges(xp, rng, host_rng, n: int, m: int, probs: tuple[float, float, flo
     return rows % n, cols % n
 
 
-# ---------------------------------------------------------------- 8-bit data
+# ---------------------------------------------------------------- histogram keys
 
 
-def histogram_data(kind: str, n: int, seed: int, xp=np):
-    """n bytes of the named distribution (uniform, or skewed to various degrees)."""
+def histogram_data(kind: str, n: int, seed: int, xp=np, bins: int = 256, key_bits: int = 8):
+    """n keys in [0, bins) of the named distribution (uniform, or skewed to various degrees), as unsigned
+    integers of key_bits bits; bins must fit in key_bits."""
     if kind not in HISTOGRAM_KINDS:
         raise ValueError(f"unknown histogram data kind {kind!r}; known: {', '.join(HISTOGRAM_KINDS)}")
     if n < 1:
         raise ValueError(f"need n >= 1, got {n}")
+    if key_bits not in KEY_BITS or bins < 1 or bins > 2**key_bits:
+        raise ValueError(f"bins must fit in key_bits {tuple(KEY_BITS)}: need 1 <= bins <= 2**key_bits, got {key_bits}, {bins}")
     rng = xp.random.default_rng(seed)
     host_rng = np.random.default_rng(seed)
+    top = bins - 1
     if kind == "uniform":
-        values = rng.integers(0, 256, n)
+        values = rng.integers(0, bins, n)
     elif kind == "normal":
-        mean, sd = host_rng.uniform(40, 215), host_rng.uniform(1, 60)
+        mean, sd = host_rng.uniform(0.15, 0.85) * bins, host_rng.uniform(0.004, 0.25) * bins
         values = xp.rint(rng.standard_normal(n) * sd + mean)
     elif kind == "constant":
-        values = xp.full(n, int(host_rng.integers(0, 256)))
+        values = xp.full(n, int(host_rng.integers(0, bins)))
     elif kind == "exponential":
-        values = xp.floor(-xp.log(1.0 - rng.random(n)) * host_rng.uniform(1, 40))
+        values = xp.floor(-xp.log(1.0 - rng.random(n)) * host_rng.uniform(0.004, 0.15) * bins)
     elif kind == "image":  # smooth 2-D scene (sum of waves) plus sensor noise, row-major
         width = 1 << int(host_rng.integers(8, 13))
         i = xp.arange(n, dtype=np.float64)
         x, y = (i % width) / width, xp.floor(i / width) / width
         fx, fy = host_rng.uniform(0.5, 6, 2)
-        scene = 128 + 60 * xp.sin(2 * math.pi * fx * x) + 60 * xp.cos(2 * math.pi * fy * y)
-        values = xp.rint(scene + rng.standard_normal(n) * host_rng.uniform(0.5, 8))
+        scene = 0.5 + 0.23 * xp.sin(2 * math.pi * fx * x) + 0.23 * xp.cos(2 * math.pi * fy * y)
+        values = xp.rint((scene + rng.standard_normal(n) * host_rng.uniform(0.002, 0.03)) * bins)
     elif kind == "mixed_regions":  # flat regions (heavy contention) next to busy ones: uneven tile costs
         share = float(host_rng.uniform(0.2, 0.8))
-        values = rng.integers(0, 256, n)
+        values = rng.integers(0, bins, n)
         region = xp.floor(xp.arange(n, dtype=np.float64) / max(1, n // 16)).astype(np.int64)
         flat = (region * 2654435761 % 100) < share * 100
-        values = xp.where(flat, int(host_rng.integers(0, 256)), values)
+        values = xp.where(flat, int(host_rng.integers(0, bins)), values)
     elif kind == "few_values":
-        choices = xp.asarray(host_rng.choice(256, size=int(host_rng.integers(2, 17)), replace=False))
+        choices = xp.asarray(host_rng.choice(bins, size=min(bins, int(host_rng.integers(2, 17))), replace=False))
         values = choices[rng.integers(0, int(choices.size), n)]
+    elif kind == "zipf":  # Zipf-like over a random permutation of the bins: a few very hot bins
+        s = float(host_rng.uniform(1.1, 2.0))
+        ranks = xp.floor((1.0 - rng.random(n)) ** (-1.0 / (s - 1.0))) - 1
+        perm = xp.asarray(host_rng.permutation(bins))
+        values = perm[xp.minimum(ranks, top).astype(np.int64)]
+    elif kind == "sorted_runs":  # long runs of one key (sorted or run-length-like data)
+        values = xp.sort(rng.integers(0, bins, n))
     else:  # sparse_spikes: mostly zero
-        values = xp.where(rng.random(n) < host_rng.uniform(0.01, 0.2), rng.integers(0, 256, n), 0)
-    return xp.clip(values, 0, 255).astype(np.uint8)
+        values = xp.where(rng.random(n) < host_rng.uniform(0.01, 0.2), rng.integers(0, bins, n), 0)
+    return xp.clip(values, 0, top).astype(KEY_BITS[key_bits])
 
 
 # ---------------------------------------------------------------- sort keys
@@ -264,10 +277,18 @@ def spmv_specs(count: int, seed: int, nnz_range=(2e6, 4e7), avg_range=(2.0, 96.0
     return specs
 
 
-def histogram_specs(count: int, seed: int, size_range=(1e5, 1.6e8)) -> list[InputSpec]:
+def histogram_specs(count: int, seed: int, size_range=(1e5, 6.4e7)) -> list[InputSpec]:
+    """Kinds cycle; bins drawn from 16 ... 65,536; key width drawn among those that hold the bins; size
+    log-uniform (keys)."""
     rng = np.random.default_rng(seed)
-    return [InputSpec("histogram", HISTOGRAM_KINDS[i % len(HISTOGRAM_KINDS)], int(_log_uniform(rng, *size_range)),
-                      int(rng.integers(2**31))) for i in range(count)]
+    specs = []
+    for i in range(count):
+        bins = int(rng.choice(HISTOGRAM_BINS))
+        bits = int(rng.choice([b for b in KEY_BITS if 2**b >= bins]))
+        specs.append(InputSpec("histogram", HISTOGRAM_KINDS[i % len(HISTOGRAM_KINDS)],
+                               int(_log_uniform(rng, *size_range)), int(rng.integers(2**31)),
+                               {"bins": bins, "key_bits": bits}))
+    return specs
 
 
 def sort_specs(count: int, seed: int, size_range=(1e5, 2e7)) -> list[InputSpec]:
