@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptune.kernels import bfs as bfs_mod
 from adaptune.kernels import histogram as hist_mod
 from adaptune.kernels import sort as sort_mod
 from adaptune.kernels import spmv as spmv_mod
@@ -18,6 +19,7 @@ from adaptune.kernels.device import Device
 
 SPMV_FEATURES = ("n_rows", "nnz", "avg_nnz_per_row", "row_length_sd", "max_deviation", "ell_fill", "dia_fill")
 HISTOGRAM_FEATURES = ("n", "bins", "key_bits", "n_per_bin", "subsample_sd", "collision_share", "neighbour_share")
+BFS_FEATURES = ("vertices", "edges", "avg_degree", "degree_sd", "max_deviation")
 SORT_FEATURES = ("n", "key_bits", "is_float", "ascending_runs", "descent_share", "tie_share")
 
 SPMV_SAMPLE_ROWS = 4096
@@ -138,6 +140,32 @@ def histogram_features_reference(keys: np.ndarray, bins: int, sample: int = HIST
         "collision_share": float(np.mean(s == s[(np.arange(count) + count // 2) % count])),
         "neighbour_share": float(neighbours / count),
     }
+
+
+def bfs_features(g: bfs_mod.DeviceGraph, *, cached: bool = True) -> dict[str, float]:
+    """Nitro's BFS features: vertices, edges, average degree, degree standard deviation and max deviation
+    (one launch of the SpMV feature kernel over indptr, no row sample). A graph is searched many times from
+    different sources, so the features are kept with it (``g.extra``)."""
+    if cached and "features" in g.extra:
+        return dict(g.extra["features"])
+    dev = g.device
+    grid = max(1, min(-(-g.n // spmv_mod.BLOCK), 4 * dev.multiprocessors))
+    partials = dev.empty(3 * grid, np.float32)
+    kernel = dev.kernel("spmv_kernels.c", "spmv_features", {"BLOCK": spmv_mod.BLOCK})
+    kernel(grid, spmv_mod.BLOCK, (g.indptr, g.indices, np.int32(g.n), np.int32(1), np.int32(0), g.size,
+                                  np.uint32(1), partials))
+    p = dev.to_host(partials).astype(np.float64).reshape(grid, 3)
+    avg = g.m / g.n
+    result = {"vertices": float(g.n), "edges": float(g.m), "avg_degree": avg,
+              "degree_sd": float(np.sqrt(p[:, 0].sum() / g.n)), "max_deviation": float(p[:, 1].max()) - avg}
+    g.extra["features"] = result
+    return dict(result)
+
+
+def bfs_features_reference(indptr: np.ndarray) -> dict[str, float]:
+    deg = np.diff(indptr).astype(np.float64)
+    return {"vertices": float(deg.size), "edges": float(indptr[-1]), "avg_degree": float(deg.mean()),
+            "degree_sd": float(deg.std()), "max_deviation": float(deg.max() - deg.mean())}
 
 
 def sort_plan(n: int, sample_pairs: int = SORT_SAMPLE_PAIRS) -> tuple[int, int]:

@@ -19,6 +19,9 @@ HISTOGRAM_KINDS = ("uniform", "normal", "constant", "exponential", "image", "mix
                    "sparse_spikes", "zipf", "sorted_runs")
 HISTOGRAM_BINS = (16, 64, 256, 1024, 4096, 16384, 65536)
 KEY_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32}
+GRAPH_FAMILIES = ("rmat", "kronecker_mild", "erdos_renyi", "random_regular", "power_law", "grid_2d", "grid_3d",
+                  "grid_2d_diag", "road_like", "small_world", "deep_tree", "hub_spoke")
+HIGH_DIAMETER = ("grid_2d", "grid_2d_diag", "road_like", "deep_tree")
 SORT_ORDERS = ("uniform", "normal", "reversed", "almost_sorted", "few_unique", "sorted")
 SORT_DTYPES = ("int32", "int64", "float32", "float64")
 
@@ -253,6 +256,117 @@ def sort_keys(order: str, n: int, dtype: str, seed: int, xp=np):
     return keys
 
 
+# ---------------------------------------------------------------- graphs
+
+
+def _grid_edges(xp, dims: tuple[int, ...], diagonal: bool = False):
+    """Edges (u, v), u < v, of a 2-D or 3-D grid (4 / 6 neighbours; 8 with `diagonal` in 2-D)."""
+    n = int(np.prod(dims))
+    ids = xp.arange(n, dtype=np.int64)
+    coords = []
+    rest = ids
+    for d in reversed(dims):
+        coords.append(rest % d)
+        rest = rest // d
+    coords = coords[::-1]  # coords[0] slowest
+    steps = []
+    for axis in range(len(dims)):
+        step = [0] * len(dims)
+        step[axis] = 1
+        steps.append(step)
+    if diagonal and len(dims) == 2:
+        steps += [[1, 1], [1, -1]]
+    us, vs = [], []
+    for step in steps:
+        ok = xp.ones(n, dtype=bool)
+        offset = 0
+        stride = 1
+        for axis in reversed(range(len(dims))):
+            c = coords[axis] + step[axis]
+            ok &= (c >= 0) & (c < dims[axis])
+            offset += step[axis] * stride
+            stride *= dims[axis]
+        us.append(ids[ok])
+        vs.append(ids[ok] + offset)
+    return xp.concatenate(us), xp.concatenate(vs)
+
+
+def graph(family: str, n: int, avg_degree: float, seed: int, xp=np):
+    """A symmetric graph (indptr, indices) of the named family with about n vertices and avg_degree
+    neighbours a vertex (grids fix their own degree); no self-loops, no duplicate edges."""
+    if family not in GRAPH_FAMILIES:
+        raise ValueError(f"unknown graph family {family!r}; known: {', '.join(GRAPH_FAMILIES)}")
+    if n < 16 or avg_degree <= 0:
+        raise ValueError(f"need n >= 16 and avg_degree > 0, got {n}, {avg_degree}")
+    rng = xp.random.default_rng(seed)
+    host_rng = np.random.default_rng(seed)
+    half = max(1, int(n * avg_degree / 2))  # undirected edges to draw
+    if family in ("rmat", "kronecker_mild"):
+        probs = (0.57, 0.19, 0.19) if family == "rmat" else (0.45, 0.22, 0.22)
+        u, v = rmat_edges(xp, rng, host_rng, n, half, probs)
+        perm = xp.asarray(host_rng.permutation(n))  # hide the id order that R-MAT leaves
+        u, v = perm[u], perm[v]
+    elif family == "erdos_renyi":
+        u, v = rng.integers(0, n, half), rng.integers(0, n, half)
+    elif family == "random_regular":  # union of random perfect matchings-like pairings: degree ~ 2 x rounds
+        rounds = max(1, int(round(avg_degree / 2)))
+        base = xp.arange(n, dtype=np.int64)
+        u = xp.concatenate([base] * rounds)
+        v = xp.concatenate([xp.argsort(rng.random(n)) for _ in range(rounds)])
+    elif family == "power_law":  # Chung-Lu: endpoints drawn with probability proportional to Pareto weights
+        alpha = float(host_rng.uniform(1.8, 2.6))
+        w = (1.0 - rng.random(n)) ** (-1.0 / (alpha - 1.0))
+        cdf = xp.cumsum(w)
+        cdf /= cdf[-1]
+        u = xp.minimum(xp.searchsorted(cdf, rng.random(half)), n - 1)
+        v = xp.minimum(xp.searchsorted(cdf, rng.random(half)), n - 1)
+    elif family in ("grid_2d", "grid_2d_diag", "road_like"):
+        side = max(4, int(math.isqrt(n)))
+        dims = (side, max(4, n // side))
+        u, v = _grid_edges(xp, dims, diagonal=family == "grid_2d_diag")
+        if family == "road_like":  # a percolated mesh: 35-45 % of the streets removed, a few long roads
+            keep = rng.random(u.size) >= host_rng.uniform(0.35, 0.45)
+            u, v = u[keep], v[keep]
+            m = int(dims[0] * dims[1])
+            extra = max(1, m // 2000)
+            u = xp.concatenate([u, rng.integers(0, m, extra)])
+            v = xp.concatenate([v, rng.integers(0, m, extra)])
+        n = int(dims[0] * dims[1])
+    elif family == "grid_3d":
+        side = max(3, round(n ** (1 / 3)))
+        u, v = _grid_edges(xp, (side, side, max(3, n // (side * side))))
+        n = side * side * max(3, n // (side * side))
+    elif family == "small_world":  # Watts-Strogatz: ring lattice, 5 % of the edges rewired at random
+        k = max(1, int(round(avg_degree / 2)))
+        base = xp.arange(n, dtype=np.int64)
+        u = xp.concatenate([base] * k)
+        v = xp.concatenate([(base + j) % n for j in range(1, k + 1)])
+        rewire = rng.random(u.size) < 0.05
+        v = xp.where(rewire, rng.integers(0, n, u.size), v)
+    elif family == "deep_tree":  # each vertex hangs off one of the `window` before it: depth ~ 2 n / window
+        window = int(host_rng.integers(64, 1024))
+        child = xp.arange(1, n, dtype=np.int64)
+        parent = child - 1 - xp.floor(rng.random(n - 1) * xp.minimum(child, window)).astype(np.int64)
+        u, v = parent, child
+    else:  # hub_spoke: a few hubs tied to large shares of the vertices, over a sparse random body
+        hubs = int(host_rng.integers(2, 16))
+        share = float(host_rng.uniform(0.05, 0.3))
+        body = max(1, int(n * max(avg_degree - 2 * share * hubs, 1.0) / 2))
+        u = [rng.integers(0, n, body)]
+        v = [rng.integers(0, n, body)]
+        for h in host_rng.choice(n, size=hubs, replace=False):
+            members = xp.nonzero(rng.random(n) < share)[0]
+            u.append(xp.full(members.size, int(h), dtype=np.int64))
+            v.append(members)
+        u, v = xp.concatenate(u), xp.concatenate(v)
+    u, v = u.astype(np.int64), v.astype(np.int64)
+    loop = u == v
+    u, v = u[~loop], v[~loop]
+    rows, cols = xp.concatenate([u, v]), xp.concatenate([v, u])
+    indptr, indices, _ = _canonical(xp, rows, cols, n, n, rng)
+    return indptr, indices
+
+
 # ---------------------------------------------------------------- training / test sets
 
 
@@ -299,6 +413,22 @@ def sort_specs(count: int, seed: int, size_range=(1e5, 2e7)) -> list[InputSpec]:
         dtype = SORT_DTYPES[(i // len(SORT_ORDERS)) % len(SORT_DTYPES)]
         specs.append(InputSpec("sort", order, int(_log_uniform(rng, *size_range)), int(rng.integers(2**31)),
                                {"dtype": dtype}))
+    return specs
+
+
+def bfs_specs(count: int, seed: int, size_range=(2**14, 2**21), avg_range=(3.0, 32.0),
+              high_diameter_max: int = 2**18) -> list[InputSpec]:
+    """Graphs cycling through the families; vertices and degree log-uniform (meshes and deep trees capped at
+    `high_diameter_max` vertices: their diameter, hence the level count, grows like sqrt(n) or n)."""
+    rng = np.random.default_rng(seed)
+    specs = []
+    for i in range(count):
+        family = GRAPH_FAMILIES[i % len(GRAPH_FAMILIES)]
+        n = int(_log_uniform(rng, *size_range))
+        if family in HIGH_DIAMETER:
+            n = min(n, high_diameter_max)
+        avg = round(_log_uniform(rng, *avg_range), 2)
+        specs.append(InputSpec("bfs", family, n, int(rng.integers(2**31)), {"avg": avg}))
     return specs
 
 
