@@ -33,6 +33,21 @@ def test_sizes_around_tiles_and_infinities(dev, n):
         np.testing.assert_array_equal(got, np.sort(keys), err_msg=f"{n}/{name}")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nan_keys_sort_last_like_numpy(dev, dtype):
+    keys = inputs.sort_keys("with_nans", 5003, dtype, seed=2)
+    keys[:3] = [np.nan, np.inf, -np.inf]
+    assert np.isnan(keys).sum() > 10
+    want = np.sort(keys)
+    for name, run in sort.variants(with_torch=False).items():
+        got = dev.to_host(run(dev, dev.asarray(keys)))
+        np.testing.assert_array_equal(got, want, err_msg=name)  # NaN positions must match too
+    ordered = np.sort(keys)
+    assert sort.count_order(dev, dev.asarray(ordered))[0] == 0  # NaNs at the end: no descent
+    got = dev.to_host(sort.presorted_sort(dev, dev.asarray(ordered)))
+    np.testing.assert_array_equal(got, ordered)
+
+
 def test_count_order_exact(dev):
     keys = np.array([1, 3, 3, 2, 5, 4, 4, 9], dtype=np.int64)
     np.testing.assert_array_equal(sort.count_order(dev, dev.asarray(keys)), [2, 3, 2])

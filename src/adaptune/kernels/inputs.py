@@ -22,7 +22,7 @@ KEY_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32}
 GRAPH_FAMILIES = ("rmat", "kronecker_mild", "erdos_renyi", "random_regular", "power_law", "grid_2d", "grid_3d",
                   "grid_2d_diag", "road_like", "small_world", "deep_tree", "hub_spoke")
 HIGH_DIAMETER = ("grid_2d", "grid_2d_diag", "road_like", "deep_tree")
-SORT_ORDERS = ("uniform", "normal", "reversed", "almost_sorted", "few_unique", "sorted")
+SORT_ORDERS = ("uniform", "normal", "reversed", "almost_sorted", "few_unique", "sorted", "with_nans")
 SORT_DTYPES = ("int32", "int64", "float32", "float64")
 
 
@@ -253,6 +253,8 @@ def sort_keys(order: str, n: int, dtype: str, seed: int, xp=np):
             a, b = pick[:n_pairs], pick[n_pairs:]
             ka, kb = keys[a].copy(), keys[b].copy()
             keys[a], keys[b] = kb, ka
+    elif order == "with_nans" and is_float:  # 1-10 % NaN keys at random places (integers: plain uniform)
+        keys[rng.random(n) < host_rng.uniform(0.01, 0.1)] = np.nan
     return keys
 
 

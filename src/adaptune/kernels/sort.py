@@ -1,4 +1,4 @@
-"""Sorting variants for 1-D keys (int32, int64, float32, float64; no NaNs).
+"""Sorting variants for 1-D keys (int32, int64, float32, float64; NaNs sort last, as in NumPy).
 
 Kernels of our own in the portable dialect: a merge sort (bitonic tiles in shared memory, then merge-path
 passes) and a bitonic sort; a presorted-aware sort (one counting pass; sorted input is copied, non-increasing
@@ -20,8 +20,8 @@ ITEMS = 8
 KEY_TYPES = {
     np.dtype(np.int32): ("i32", "0x7fffffff"),
     np.dtype(np.int64): ("i64", "0x7fffffffffffffff"),
-    np.dtype(np.float32): ("float", "F32_INF"),
-    np.dtype(np.float64): ("double", "F64_INF"),
+    np.dtype(np.float32): ("float", "F32_NAN"),
+    np.dtype(np.float64): ("double", "F64_NAN"),
 }
 
 
@@ -30,7 +30,10 @@ def key_defines(dtype) -> dict[str, Any]:
     if dtype not in KEY_TYPES:
         raise ValueError(f"sort keys must be int32, int64, float32 or float64, got {dtype}")
     key_t, key_max = KEY_TYPES[dtype]
-    return {"KEY_T": key_t, "KEY_MAX": key_max, "BLOCK": BLOCK, "ITEMS": ITEMS}
+    defines = {"KEY_T": key_t, "KEY_MAX": key_max, "BLOCK": BLOCK, "ITEMS": ITEMS}
+    if dtype.kind == "f":
+        defines["KEY_IS_FLOAT"] = 1
+    return defines
 
 
 def _kernel(dev: Device, dtype, name: str):
@@ -91,7 +94,7 @@ def bitonic_sort(dev: Device, keys) -> Any:
 
 def _max_key(dtype) -> Any:
     dtype = np.dtype(dtype)
-    return np.inf if dtype.kind == "f" else np.iinfo(dtype).max
+    return np.nan if dtype.kind == "f" else np.iinfo(dtype).max
 
 
 def count_order(dev: Device, keys, stride: int = 1, n_pairs: int | None = None) -> np.ndarray:
