@@ -103,10 +103,15 @@ def histogram_sample_plan(n: int, sample: int = HISTOGRAM_SAMPLE) -> tuple[int, 
     return max(1, n // count), count
 
 
-def histogram_features(d: hist_mod.DeviceKeys, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
+def histogram_features(d: hist_mod.DeviceKeys, sample: int = HISTOGRAM_SAMPLE, *,
+                       cached: bool = True) -> dict[str, float]:
     """N, bins, key width and N / bins from the host; from a sub-sample on the device (one block): spread
     relative to the bins, collision share (two sampled keys equal: what makes atomics contend) and
-    neighbour share (a key equals the next one: runs)."""
+    neighbour share (a key equals the next one: runs). Kept with ``d`` (``d.extra``) unless ``cached=False``:
+    a caller that changes the keys in place must pass ``cached=False`` or make a new DeviceKeys."""
+    key = ("features", sample)
+    if cached and key in d.extra:
+        return dict(d.extra[key])
     dev = d.device
     stride, count = histogram_sample_plan(d.n, sample)
     out = dev.empty(4, np.float32)
@@ -114,7 +119,7 @@ def histogram_features(d: hist_mod.DeviceKeys, sample: int = HISTOGRAM_SAMPLE) -
                         {"BLOCK": hist_mod.BLOCK, "KEY_BITS": d.key_bits, "BINS": d.bins})
     kernel(1, hist_mod.BLOCK, (d.words, np.uint32(d.n), np.uint32(stride), np.uint32(count), out))
     stats = dev.to_host(out)
-    return {
+    result = {
         "n": float(d.n),
         "bins": float(d.bins),
         "key_bits": float(d.key_bits),
@@ -123,6 +128,14 @@ def histogram_features(d: hist_mod.DeviceKeys, sample: int = HISTOGRAM_SAMPLE) -
         "collision_share": float(stats[2]),
         "neighbour_share": float(stats[3]),
     }
+    d.extra[key] = result
+    return dict(result)
+
+
+def forget_features(obj: Any) -> None:
+    """Drop the features kept with a DeviceMatrix, DeviceKeys or DeviceGraph (the next call computes them)."""
+    for key in [k for k in obj.extra if k == "features" or (isinstance(k, tuple) and k[:1] == ("features",))]:
+        del obj.extra[key]
 
 
 def histogram_features_reference(keys: np.ndarray, bins: int, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
@@ -198,14 +211,17 @@ def sort_features_reference(keys: np.ndarray, sample_pairs: int = SORT_SAMPLE_PA
     stride, n_pairs = sort_plan(n, sample_pairs)
     idx = np.arange(n_pairs, dtype=np.int64) * stride
     a, b = keys[idx], keys[idx + 1]
-    share = float((b < a).mean()) if n_pairs else 0.0
+    down, up = b < a, a < b
+    if keys.dtype.kind == "f":  # NaN orders after every number, as the kernels and NumPy's sort do
+        down, up = down | (np.isnan(a) & ~np.isnan(b)), up | (np.isnan(b) & ~np.isnan(a))
+    share = float(down.mean()) if n_pairs else 0.0
     return {
         "n": float(n),
         "key_bits": float(keys.dtype.itemsize * 8),
         "is_float": float(keys.dtype.kind == "f"),
         "ascending_runs": 1.0 + share * max(n - 1, 0),
         "descent_share": share,
-        "tie_share": float((a == b).mean()) if n_pairs else 0.0,
+        "tie_share": float((~down & ~up).mean()) if n_pairs else 0.0,
     }
 
 
