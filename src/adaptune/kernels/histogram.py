@@ -128,10 +128,11 @@ def cub(d: DeviceKeys, out=None):
         counts = d.extra["cub_out"] = dev.xp.zeros(d.bins, np.int64)
     try:
         from cupy.cuda import cub as cupy_cub
-
-        cupy_cub.device_histogram(d.raw, counts, d.bins + 1)
-    except (ImportError, AttributeError, RuntimeError):  # no CUB in this CuPy build: its own bincount
+    except ImportError:  # no CUB in this CuPy build: CuPy's own bincount (recorded, so reports can say so)
+        d.extra["cub_fallback"] = True
         counts[...] = dev.xp.bincount(d.raw[d.raw < d.bins], minlength=d.bins)[: d.bins]
+        return counts
+    cupy_cub.device_histogram(d.raw, counts, d.bins + 1)
     return counts
 
 
