@@ -607,7 +607,8 @@ def cmd_smoke(args: argparse.Namespace) -> None:
         for alg in spmv.CUSPARSE_ALGS.values():
             spmv.cusparse_prepared(m, xd, y, alg)
         print("  cusparseSpMV_preprocess applied:",
-              {k[1]: v.preprocessed for k, v in m.extra.items() if k[0] == "cusparse_prepared"})
+              {k[1]: (v.preprocessed, v.preprocess_status) for k, v in m.extra.items()
+               if k[0] == "cusparse_prepared"})
     for kind in inputs.HISTOGRAM_KINDS:
         for bins, bits in ((16, 8), (256, 8), (4096, 16), (65536, 32)):
             keys = inputs.histogram_data(kind, 300_003, seed=4, bins=bins, key_bits=bits)

@@ -198,6 +198,7 @@ class PreparedSpMV:
         from cupyx import cusparse as cx
 
         self.lib, self.alg, self.keep = lib, alg, (x, y)
+        self.preprocess_status: int | str = "not tried"
         self.handle = cuda_device.get_cusparse_handle()
         self.desc_a = cx.SpMatDescriptor.create(m.library)
         self.desc_x = cx.DnVecDescriptor.create(x)
@@ -216,20 +217,23 @@ class PreparedSpMV:
 
 
 def _preprocess(p: PreparedSpMV) -> bool:
-    """cusparseSpMV_preprocess through ctypes (CuPy binds no such call); False where the library lacks it."""
+    """cusparseSpMV_preprocess through ctypes (CuPy binds no such call); False where the library lacks it
+    or refuses it (``p.preprocess_status`` keeps the cusparseStatus_t, or the reason)."""
     import ctypes
 
     try:
         with open("/proc/self/maps") as maps:
             path = next(line.split()[-1] for line in maps if "libcusparse" in line)
         fn = ctypes.CDLL(path).cusparseSpMV_preprocess
-    except (OSError, StopIteration, AttributeError):
+    except (OSError, StopIteration, AttributeError) as exc:
+        p.preprocess_status = f"unavailable: {exc!r}"
         return False
     vp = ctypes.c_void_p
     fn.argtypes = [vp, ctypes.c_int, vp, vp, vp, vp, vp, ctypes.c_int, ctypes.c_int, vp]
     fn.restype = ctypes.c_int
     status = fn(p.handle, p.op, p.alpha.ctypes.data, p.desc_a.desc, p.desc_x.desc, p.beta.ctypes.data,
                 p.desc_y.desc, p.dtype, p.alg, p.buffer.data.ptr)
+    p.preprocess_status = int(status)
     return status == 0
 
 
