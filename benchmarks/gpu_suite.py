@@ -431,7 +431,8 @@ def shrink(specs: list[inputs.InputSpec], size_scale: float) -> list[inputs.Inpu
 
 
 def run_benchmark(name: str, rt: Runtime, scale: float, seed: int, progress: Any,
-                  save: Callable[[dict[str, Any]], None], size_scale: float = 1.0) -> dict[str, Any]:
+                  save: Callable[[dict[str, Any]], None], size_scale: float = 1.0, model: str = "cost"
+                  ) -> dict[str, Any]:
     from adaptune.adaptive import Label
     from adaptune.adaptive.models import fit_model
 
@@ -459,7 +460,7 @@ def run_benchmark(name: str, rt: Runtime, scale: float, seed: int, progress: Any
     for which, key in (("full", "model_features"), ("host", "model_host_features")):
         xs = np.array([r[key] for r in result["train"]])
         t0 = time.perf_counter()
-        fitted = fit_model("svm", xs, costs, runtime)
+        fitted = fit_model(model, xs, costs, runtime)
         cv = bench.code_variant(timer, host_only=which == "host")
         cv.install_model(fitted.params, [Label.of(v) for v in names], fitted.kind,
                          {"cv_fraction_of_oracle": fitted.cv_fraction})
@@ -519,7 +520,7 @@ def cmd_run(args: argparse.Namespace) -> None:
 
             try:
                 raw["benchmarks"][name] = run_benchmark(name, rt, args.scale, args.seed, progress, save,
-                                                         args.size_scale)
+                                                         args.size_scale, args.model)
                 raw["benchmarks"][name]["wall_s"] = time.perf_counter() - t0
             except Exception as exc:  # keep the other benchmarks; the report names what failed
                 import traceback
@@ -815,6 +816,13 @@ def cmd_analyse(args: argparse.Namespace) -> None:
 
 
 BENCH_ORDER = ("spmv", "histogram", "sort", "bfs")
+
+
+def _model_text(b: dict[str, Any]) -> str:
+    kinds = sorted({r["model"]["kind"] for r in b.values()})
+    names = {"svm": "SVM (RBF)", "cost": "cost-aware kernel ridge regression (RBF) of each variant's relative "
+             "performance, the best predicted is chosen"}
+    return ", ".join(names.get(k, k) for k in kinds) + " with hyperparameters by cross-validated fraction of oracle"
 NITRO = {"spmv": "0.9374", "histogram": "0.9416", "sort": "0.9925", "bfs": "-"}
 
 
@@ -828,8 +836,7 @@ def markdown(rep: dict[str, Any], stem: str) -> str:
              f"{rep['scale']}.", "",
              "Timing: CUDA events, 2 warm-up calls, median of up to 10 repeats (sort 7, BFS 5). Fraction of oracle "
              "= best variant's time / chosen variant's time per test input (a refused variant costs the library "
-             "default's time, as dispatch falls back). Model: SVM (RBF, C and gamma by cross-validated fraction "
-             "of oracle) in an adaptune CodeVariant; `chosen` is what `cv.select` returned on the GPU. Dispatch "
+             f"default's time, as dispatch falls back). Model: {_model_text(b)}, in an adaptune CodeVariant; `chosen` is what `cv.select` returned on the GPU. Dispatch "
              "is host wall time as the caller sees it, three ways: first call (features computed on the GPU: "
              "kernel + copy + sync, then model + constraint), kept (a repeated call on the same matrix / keys / "
              "graph: the choice kept with the object), host features (a second model on host metadata only).", ""]
@@ -974,6 +981,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--commit", default=None, help="commit hash to record (the GPU copy may have no .git)")
     p.add_argument("--device", choices=("cuda", "opencl"), default="cuda", help="opencl: a PoCL pilot, no GPU")
     p.add_argument("--size-scale", type=float, default=1.0, help="multiply input sizes (CPU pilots: 0.01)")
+    p.add_argument("--model", default="cost", choices=("svm", "cost", "tree", "knn", "forest"),
+                   help="model kind (cost: the best by training-set CV on the first H100 run of this suite)")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("analyse", help="report, learning curves and plots from raw.json (CPU only)")
     p.add_argument("raw")

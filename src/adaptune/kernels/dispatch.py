@@ -18,17 +18,22 @@ class KeptDispatch:
 
     def __init__(self, cv: Any) -> None:
         self.cv = cv
-
-    def _key(self) -> tuple[str, int, int]:
-        return ("choice", id(self.cv), id(self.cv.model_params))  # a new model invalidates old choices
+        self._slot = ("choice", id(self))  # one slot a dispatcher in each object's `extra`
 
     def select(self, *args: Any) -> Any:
-        """The label ``cv.select`` gives for these arguments, computed once per object and model."""
-        extra = _extra(args)
-        key = self._key()
-        label = extra.get(key)
-        if label is None:
-            label = extra[key] = self.cv.select(*args)
+        """The label ``cv.select`` gives for these arguments, computed once per object and model (the slot
+        holds the model it was computed with: installing a new model invalidates it)."""
+        try:
+            extra = args[0].extra
+            entry = extra.get(self._slot)
+        except (AttributeError, IndexError):
+            _extra(args)  # raises the clear error
+            raise
+        params = self.cv.model_params
+        if entry is not None and entry[0] is params:
+            return entry[1]
+        label = self.cv.select(*args)
+        extra[self._slot] = (params, label)
         return label
 
     def __call__(self, *args: Any) -> Any:
@@ -37,7 +42,7 @@ class KeptDispatch:
         return fn(*args, **label.params) if label.config else fn(*args)
 
     def forget(self, *args: Any) -> None:
-        _extra(args).pop(self._key(), None)
+        _extra(args).pop(self._slot, None)
 
 
 def _extra(args: tuple[Any, ...]) -> dict[str, Any]:
