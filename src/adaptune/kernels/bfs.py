@@ -11,6 +11,10 @@ Why several: which one wins depends on the degree distribution and the diameter 
 - `bottom_up`: unvisited vertices look for a parent and stop at the first: cheap on huge frontiers.
 - `direction_optimising` (Beamer et al.): queue top-down while the frontier is small, bottom-up while it is
   large (the default: what graph libraries do).
+- `topdown_batched` / `edge_batched`: the same sweeps, but BATCH levels are launched before the host reads
+  the level counts (one copy of BATCH words): a level then costs a launch instead of a launch plus a
+  round trip, which wins on meshes, roads and deep trees (hundreds of levels) and loses up to BATCH - 1
+  idle sweeps on small-world graphs (a handful of levels).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ UNVISITED = 0xFFFFFFFF
 ALPHA = 14.0  # switch to bottom-up when frontier edges exceed m / ALPHA (Beamer's heuristic)
 BETA = 24.0  # back to top-down when the frontier is below n / BETA
 BLOCKS_PER_SM = 8
+BATCH = 16  # levels launched between two reads of the level counts (batched variants)
 
 
 @dataclass
@@ -70,7 +75,7 @@ def upload(device: Device, indptr, indices) -> DeviceGraph:
 
     queues = (device.empty(n, np.uint32), device.empty(n, np.uint32))
     return DeviceGraph(device, n, m, put(ip), put(ix), put(src), device.empty(n, np.uint32),
-                       device.empty(-(-n // 32), np.uint32), queues, device.empty(n + 2, np.uint32),
+                       device.empty(-(-n // 32), np.uint32), queues, device.empty(n + 2 + BATCH, np.uint32),
                        device.empty(1, np.uint32))
 
 
@@ -79,6 +84,11 @@ def _read(dev: Device, array, index: int) -> int:
     if dev.xp is np:
         return int(array[index:index + 1].get()[0])
     return int(array[index])
+
+
+def _read_many(dev: Device, array, lo: int, hi: int) -> np.ndarray:
+    """Words [lo, hi) in one copy (CuPy and PyOpenCL arrays both slice and `get`)."""
+    return array[lo:hi].get()
 
 
 def _grid(dev: Device, items: int, per_block: int) -> int:
@@ -95,8 +105,10 @@ def _start(g: DeviceGraph, source: int) -> None:
                                          np.uint32(source), g.queues[0]))
 
 
-def _sweep(g: DeviceGraph, source: int, name: str, defines: dict[str, Any], edges: bool = False) -> Any:
-    """Level loop for the variants that check every vertex (or edge) each level."""
+def _sweep(g: DeviceGraph, source: int, name: str, defines: dict[str, Any], edges: bool = False,
+           batch: int = 1) -> Any:
+    """Level loop for the variants that check every vertex (or edge) each level; with batch > 1, `batch`
+    levels are launched between reads (levels past the last one find no vertex and change nothing)."""
     dev = g.device
     _start(g, source)
     kernel = dev.kernel("bfs_kernels.c", name, {"BLOCK": BLOCK, **defines})
@@ -105,6 +117,14 @@ def _sweep(g: DeviceGraph, source: int, name: str, defines: dict[str, Any], edge
     first = g.src if edges else g.indptr
     count = g.m if edges else g.n
     cur = 0
+    if batch > 1:
+        while True:
+            for i in range(batch):
+                kernel(grid, BLOCK, (first, g.indices, g.level, np.uint32(count), np.uint32(cur + i), g.counts))
+            found = _read_many(dev, g.counts, cur + 1, cur + 1 + batch)
+            if (found == 0).any():
+                return g.level
+            cur += batch
     while True:
         kernel(grid, BLOCK, (first, g.indices, g.level, np.uint32(count), np.uint32(cur), g.counts))
         if _read(dev, g.counts, cur + 1) == 0:
@@ -122,6 +142,14 @@ def topdown_warp(g: DeviceGraph, source: int) -> Any:
 
 def edge_parallel(g: DeviceGraph, source: int) -> Any:
     return _sweep(g, source, "bfs_edge", {}, edges=True)
+
+
+def topdown_batched(g: DeviceGraph, source: int) -> Any:
+    return _sweep(g, source, "bfs_topdown_vertex", {}, batch=BATCH)
+
+
+def edge_batched(g: DeviceGraph, source: int) -> Any:
+    return _sweep(g, source, "bfs_edge", {}, edges=True, batch=BATCH)
 
 
 def bottom_up(g: DeviceGraph, source: int) -> Any:
@@ -186,7 +214,8 @@ def variants() -> dict[str, Callable[[DeviceGraph, int], Any]]:
     """Every BFS variant by name; each returns the device array of levels (UNVISITED where unreached)."""
     return {"topdown_thread": topdown_thread, "topdown_warp": topdown_warp, "queue_thread": queue_thread,
             "queue_warp": queue_warp, "edge_parallel": edge_parallel, "bottom_up": bottom_up,
-            "direction_optimising": direction_optimising}
+            "direction_optimising": direction_optimising, "topdown_batched": topdown_batched,
+            "edge_batched": edge_batched}
 
 
 def reference_levels(indptr: np.ndarray, indices: np.ndarray, source: int) -> np.ndarray:
