@@ -223,7 +223,8 @@ def _preprocess(p: PreparedSpMV) -> bool:
 
     try:
         with open("/proc/self/maps") as maps:
-            path = next(line.split()[-1] for line in maps if "libcusparse" in line)
+            # libcusparse.so itself (not libcusparseLt, which PyTorch also maps)
+            path = next(line.split()[-1] for line in maps if "/libcusparse.so" in line)
         fn = ctypes.CDLL(path).cusparseSpMV_preprocess
     except (OSError, StopIteration, AttributeError) as exc:
         p.preprocess_status = f"unavailable: {exc!r}"
