@@ -776,7 +776,7 @@ def analyse_benchmark(name: str, b: dict[str, Any], copy_gbs: float, curves: boo
         tr_costs, tr_runtime = cost_matrices(train, names, default)
         result["learning_curves"] = learning_curves(
             np.array([r["model_features"] for r in train]), tr_costs, tr_runtime,
-            np.array([r["model_features"] for r in test]), runtime, max_labels=len(train), kind="svm",
+            np.array([r["model_features"] for r in test]), runtime, max_labels=len(train), kind=b["model"]["kind"],
             random_repeats=3, seed=seed)
     result["per_input"] = [{"name": r["name"], "chosen": r["chosen"], "chosen_host": r["chosen_host"],
                             "oracle": names[int(np.argmin(runtime[i]))], "fraction": float(frac[i]),
@@ -880,7 +880,7 @@ def markdown(rep: dict[str, Any], stem: str) -> str:
         s = b["spmv"]
         ir = s["irregular"]
         lines += ["", "SpMV against the libraries (geometric means over the test matrices; prepared = the faster of "
-                  "cuSPARSE CSR ALG1 / ALG2 with descriptors, buffer and preprocess made once):", "",
+                  "cuSPARSE CSR ALG1 / ALG2 with descriptors and work buffer made once (preprocess where the smoke log says it applied)):", "",
                   f"- adaptive vs cuSPARSE prepared: **{s['vs_cusparse_prepared_geomean']:.3f}x** (kernel time), "
                   f"{s['vs_cusparse_prepared_geomean_with_kept_dispatch']:.3f}x with a kept dispatch on every call, "
                   f"{s['vs_cusparse_prepared_geomean_with_first_call_dispatch']:.3f}x with a first-call dispatch on "

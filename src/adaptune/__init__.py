@@ -34,6 +34,7 @@ _LAZY: dict[str, str] = {
     # adaptive selection
     "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
     "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",
+    "KeptDispatch": "adaptune.kernels.dispatch",
 }
 
 __all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]
