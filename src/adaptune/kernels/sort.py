@@ -36,8 +36,11 @@ def key_defines(dtype) -> dict[str, Any]:
     return defines
 
 
-def _kernel(dev: Device, dtype, name: str):
-    return dev.kernel("sort_kernels.c", name, key_defines(dtype))
+def _kernel(dev: Device, dtype, name: str, locality: bool = False):
+    defines = key_defines(dtype)
+    if locality:
+        defines["LOCALITY"] = 1
+    return dev.kernel("sort_kernels.c", name, defines)
 
 
 def _check(keys) -> int:
@@ -49,8 +52,9 @@ def _check(keys) -> int:
     return n
 
 
-def merge_sort(dev: Device, keys) -> Any:
-    """Stable merge sort: tiles of TILE keys sorted in shared memory, then log2(n / TILE) merge passes."""
+def merge_sort(dev: Device, keys, locality: bool = False) -> Any:
+    """Stable merge sort: tiles of TILE keys sorted in shared memory, then log2(n / TILE) merge passes;
+    with `locality`, a pass copies each pair of runs that is already in order (nearly sorted keys)."""
     n = _check(keys)
     src = dev.empty(n, keys.dtype)
     dev.copy(keys, src)
@@ -60,7 +64,7 @@ def merge_sort(dev: Device, keys) -> Any:
     if n <= TILE:
         return src
     dst = dev.empty(n, keys.dtype)
-    merge = _kernel(dev, keys.dtype, "merge_pass")
+    merge = _kernel(dev, keys.dtype, "merge_pass", locality)
     width = TILE
     grid = -(-n // (BLOCK * ITEMS))
     while width < n:
@@ -143,7 +147,13 @@ def presorted_sort(dev: Device, keys) -> Any:
     return library_sort(dev, keys)
 
 
-def variants(with_torch: bool = True) -> dict[str, Callable[[Device, Any], Any]]:
+def locality_sort(dev: Device, keys) -> Any:
+    """Merge sort whose passes copy runs already in order (ModernGPU's locality sort, simplified)."""
+    return merge_sort(dev, keys, locality=True)
+
+
+def variants(with_torch: bool = True, with_locality: bool = True) -> dict[str, Callable[[Device, Any], Any]]:
+    """Sort variants by name. `locality` was added after the round-2 H100 run (not measured there)."""
     table: dict[str, Callable[[Device, Any], Any]] = {
         "cub_radix": library_sort,
         "merge": merge_sort,
@@ -152,4 +162,6 @@ def variants(with_torch: bool = True) -> dict[str, Callable[[Device, Any], Any]]
     }
     if with_torch:
         table["torch_sort"] = torch_sort
+    if with_locality:
+        table["locality"] = locality_sort
     return table

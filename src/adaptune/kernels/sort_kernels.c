@@ -1,7 +1,8 @@
 /* Sorting kernels in the adaptune dialect: bitonic tile sort, merge-path merge passes (merge sort),
  * global bitonic steps (bitonic sort), order counting (features and the presorted check) and reversal.
  * Defines: KEY_T (i32, i64, float, double), KEY_MAX (largest key, padding), BLOCK (threads, power of two),
- * TILE = 2 * BLOCK keys sorted per block in shared memory, ITEMS = keys merged per thread per pass.
+ * TILE = 2 * BLOCK keys sorted per block in shared memory, ITEMS = keys merged per thread per pass;
+ * LOCALITY (defined or not): merge passes copy pairs of runs that are already in order.
  * Float keys may be NaN: they order after every number (NumPy's order), through KEY_LESS; padding is NaN.
  */
 #ifdef KEY_IS_FLOAT
@@ -52,6 +53,15 @@ KERNEL merge_pass(const GLOBAL KEY_T *RESTRICT src, GLOBAL KEY_T *RESTRICT dst, 
     const u64 a_end = min(pair_begin + width, (u64)n);
     const u64 b_end = min(pair_begin + 2u * (u64)width, (u64)n);
     const u64 len_a = a_end - a_begin, len_b = b_end - a_end;
+#ifdef LOCALITY
+    /* Locality (ModernGPU's idea for nearly sorted keys): a pair of runs already in order is copied, with no
+     * merge-path search and no comparisons per key. */
+    if (len_b == 0u || !KEY_LESS(src[a_end], src[a_end - 1u])) {
+        const u64 copy_end = min(out_begin + ITEMS, b_end);
+        for (u64 o = out_begin; o < copy_end; ++o) dst[o] = src[o];
+        return;
+    }
+#endif
     const u64 diag = out_begin - pair_begin;
     u64 lo = diag > len_b ? diag - len_b : 0u;
     u64 hi = diag < len_a ? diag : len_a;
