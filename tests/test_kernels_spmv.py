@@ -89,12 +89,23 @@ def test_constraints_refuse_formats_with_large_fill(dev):
         spmv.ell(m, dev.zeros(shape[1], np.float32), dev.zeros(shape[0], np.float32))
 
 
+def test_dia_estimate_reads_at_most_the_cap_of_a_dense_row(dev):
+    indptr, indices, data, shape = inputs.sparse_matrix("arrow", 3000, 9.0, seed=3)
+    assert np.diff(indptr).max() > features.DIA_ROW_CAP  # dense rows beyond the cap
+    m = spmv.upload(dev, indptr, indices, data, shape)
+    got = features.spmv_features(m, sample_rows=shape[0], cached=False)["dia_fill"]
+    capped = features.spmv_features_reference(indptr, indices, shape)["dia_fill"]
+    rows = np.repeat(np.arange(shape[0]), np.diff(indptr))
+    exact = np.unique(indices.astype(np.int64) - rows).size * shape[0] / indptr[-1]
+    assert got == pytest.approx(capped, rel=1e-6) and capped < exact and capped > spmv.DIA_MAX_FILL
+
+
 def test_bad_shape_is_refused(dev):
     with pytest.raises(ValueError, match="indptr has"):
         spmv.upload(dev, np.array([0, 1], np.int32), np.array([0], np.int32), np.ones(1, np.float32), (3, 3))
 
 
-@pytest.mark.parametrize("family", ["banded", "power_law", "stencil_3d", "near_diagonal"])
+@pytest.mark.parametrize("family", ["banded", "power_law", "stencil_3d", "near_diagonal", "arrow"])
 def test_features_match_exact_reference(dev, family):
     indptr, indices, data, shape = inputs.sparse_matrix(family, 1500, 9.0, seed=11)
     m = spmv.upload(dev, indptr, indices, data, shape)

@@ -23,6 +23,7 @@ BFS_FEATURES = ("vertices", "edges", "avg_degree", "degree_sd", "max_deviation")
 SORT_FEATURES = ("n", "key_bits", "is_float", "ascending_runs", "descent_share", "tie_share")
 
 SPMV_SAMPLE_ROWS = 4096
+DIA_ROW_CAP = 1024  # entries of a sampled row the DIA-fill estimate reads (spmv_kernels.c)
 HISTOGRAM_SAMPLE = 4096  # Nitro: min(25 % of N, 10,000); ours at most 4096 (held in shared memory)
 HISTOGRAM_SAMPLE_MAX = 4096
 SORT_SAMPLE_PAIRS = 4096
@@ -32,8 +33,9 @@ _stamps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device -> [b
 
 def spmv_features(m: spmv_mod.DeviceMatrix, sample_rows: int = SPMV_SAMPLE_ROWS, *,
                   cached: bool = True) -> dict[str, float]:
-    """Average non-zeros a row, row-length SD, max deviation, ELL fill-in; DIA fill-in from `sample_rows`
-    evenly spaced rows (exact when sample_rows >= n_rows; otherwise a lower bound on the diagonal count).
+    """Average non-zeros a row, row-length SD, max deviation, ELL fill-in; DIA fill-in from the first
+    DIA_ROW_CAP entries of `sample_rows` evenly spaced rows (a lower bound on the diagonal count; exact when
+    sample_rows >= n_rows and no row is longer than the cap).
 
     A DeviceMatrix does not change once uploaded, so its features are kept with it (``m.extra``) and later
     calls cost nothing: an iterative solver multiplies one matrix many times. ``cached=False`` recomputes.
@@ -53,7 +55,7 @@ def spmv_features(m: spmv_mod.DeviceMatrix, sample_rows: int = SPMV_SAMPLE_ROWS,
     state[1] += 1
     grid = max(1, min(-(-n // spmv_mod.BLOCK), 4 * dev.multiprocessors))
     partials = dev.empty(3 * grid, np.float32)
-    kernel = dev.kernel("spmv_kernels.c", "spmv_features", {"BLOCK": spmv_mod.BLOCK})
+    kernel = dev.kernel("spmv_kernels.c", "spmv_features", {"BLOCK": spmv_mod.BLOCK, "DIA_ROW_CAP": DIA_ROW_CAP})
     kernel(grid, spmv_mod.BLOCK, (m.indptr, m.indices, np.int32(n), np.int32(stride), np.int32(n_sample),
                                   state[0], np.uint32(state[1]), partials))
     p = dev.to_host(partials).astype(np.float64).reshape(grid, 3)
@@ -85,7 +87,8 @@ def spmv_features_reference(indptr: np.ndarray, indices: np.ndarray, shape: tupl
     lengths = np.diff(indptr).astype(np.float64)
     nnz = int(indptr[-1])
     rows = np.repeat(np.arange(n), np.diff(indptr))
-    n_diags = np.unique(indices.astype(np.int64) - rows).size
+    first = (np.arange(nnz) - indptr[rows]) < DIA_ROW_CAP  # the kernel reads DIA_ROW_CAP entries a row
+    n_diags = np.unique(indices[first].astype(np.int64) - rows[first]).size
     return {
         "n_rows": float(n),
         "nnz": float(nnz),

@@ -7,6 +7,9 @@
 #ifndef VEC
 #define VEC 8
 #endif
+#ifndef DIA_ROW_CAP
+#define DIA_ROW_CAP 1024
+#endif
 
 /* CSR-scalar: one thread per row. Fast for short, even rows; diverges on long or uneven rows. */
 KERNEL spmv_csr_scalar(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRICT indices,
@@ -91,7 +94,8 @@ KERNEL spmv_dia(const GLOBAL i32 *RESTRICT offsets, const GLOBAL real_t *RESTRIC
  *   partials[3 b + 0] = sum over the block's rows of (len - mean)^2   (mean = nnz / n_rows, exact, so no
  *                       cancellation as in E[L^2] - E[L]^2)
  *   partials[3 b + 1] = max row length in the block
- *   partials[3 b + 2] = number of diagonals first seen by this block among the sampled rows
+ *   partials[3 b + 2] = number of diagonals first seen by this block among the sampled rows (the first
+ *                       DIA_ROW_CAP entries of each)
  * Sampled rows are s * sample_stride for s < n_sample. Diagonals are marked in `stamps` (n_rows + n_cols
  * words) with atomic max of `generation`, so the buffer never needs clearing between calls. */
 KERNEL spmv_features(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRICT indices, const i32 n_rows,
@@ -112,7 +116,9 @@ KERNEL spmv_features(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRI
     u32 my_new = 0;
     for (i32 s = tid; s < n_sample; s += stride) {
         const i32 row = s * sample_stride;
-        const i32 end = indptr[row + 1];
+        /* at most DIA_ROW_CAP entries a sampled row: one thread walks the row, and a dense row of 10^5
+         * entries would cost milliseconds (its first entries alone make DIA's fill-in prohibitive) */
+        const i32 end = min(indptr[row + 1], indptr[row] + DIA_ROW_CAP);
         for (i32 k = indptr[row]; k < end; ++k) {
             const u32 diag = (u32)(indices[k] - row + n_rows - 1);
             if (ATOMIC_MAX_U32(&stamps[diag], generation) < generation) ++my_new;
