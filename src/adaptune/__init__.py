@@ -42,6 +42,7 @@ _LAZY: dict[str, str] = {
     "LazyArray": "adaptune.lang", "FlushStats": "adaptune.lang", "FallbackWarning": "adaptune.lang",
     # nested data-parallel operators (adaptune.lang.ndp)
     "ndp_computation": "adaptune.lang.ndp", "NdpComputation": "adaptune.lang.ndp", "NdpProgram": "adaptune.lang.ndp",
+    "KeptDispatch": "adaptune.kernels.dispatch",
 }
 
 __all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]
