@@ -22,9 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
+    except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
         print(f"adaptune {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130  # the layer that was interrupted said what was kept
 
 
 if __name__ == "__main__":
