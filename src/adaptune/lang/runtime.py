@@ -43,7 +43,6 @@ class Runtime:
         self.name = self.device.name
         self.xp = self.device.xp
         self._header = header()
-        self._programs: dict[str, Any] = {}
         # alloc(n, storage dtype): the hot path of a flush, bound straight to the array module
         self.alloc = self.device.cp.empty if kind == "cuda" else self.device.empty
         self.compile_count = 0
@@ -108,36 +107,15 @@ class Runtime:
     # ---------------------------------------------------------------------------- kernels
 
     def compile(self, source: str, name: str, what: str = "") -> Any:
-        """Compile generated dialect text (cached by text) and return ``launch(grid, block, args)``."""
-        program = self._programs.get(source)
-        if program is None:
-            t0 = time.perf_counter()
-            code = self._header + source
-            try:
-                if self.kind == "cuda":
-                    program = self.device.cp.RawModule(code=code, options=("--std=c++17",))
-                    program.compile()
-                else:
-                    cl = self.device.cl
-                    program = cl.Program(self.device.ctx, code).build()
-            except Exception as exc:  # NVRTC CompileException / cl.RuntimeError carry the build log
-                raise KernelCompileError(f"kernel for {what or name} does not compile: {exc}") from exc
-            self._programs[source] = program
+        """Compile generated dialect text (cached by text on the device) and return ``launch(grid, block, args)``."""
+        before, t0 = self.device.compiles, time.perf_counter()
+        try:
+            launch = self.device.kernel_text(self._header + source, name, f"kernel for {what or name}")
+        except KernelSourceError as exc:
+            raise KernelCompileError(str(exc)) from exc
+        if self.device.compiles != before:
             self.compile_count += 1
             self.compile_s += time.perf_counter() - t0
-        if self.kind == "cuda":
-            function = program.get_function(name)
-
-            def launch(grid: int, block: int, args: Sequence[Any]) -> None:
-                function((grid,), (block,), args)
-        else:
-            kernel = self.device.cl.Kernel(program, name)
-            queue = self.device.queue
-            cla = self.device.cla
-
-            def launch(grid: int, block: int, args: Sequence[Any]) -> None:
-                kernel(queue, (grid * block,), (block,),
-                       *[a.data if isinstance(a, cla.Array) else a for a in args])
         return launch
 
     def synchronize(self) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptune.kernels.device import CupyDevice, KernelSourceError, OpenCLDevice
+from adaptune.kernels.device import CupyDevice, OpenCLDevice
 
 Launch = Callable[[int, int, Sequence[Any]], None]
 
@@ -38,7 +38,6 @@ class Compiler:
 
     def __init__(self, device: Any) -> None:
         self.device = device
-        self._programs: dict[str, Any] = {}
         self._launchers: dict[tuple[str, str], Launch] = {}
         self.header = dialect()
 
@@ -66,40 +65,7 @@ class Compiler:
         return launcher
 
     def _build(self, text: str, name: str) -> Launch:
-        dev = self.device
-        program = self._programs.get(text)
-        code = self.header + "\n" + text
-        if isinstance(dev, CupyDevice):
-            if program is None:
-                try:
-                    program = dev.cp.RawModule(code=code, options=("--std=c++17",))
-                    program.compile()
-                except Exception as exc:  # CuPy's CompileException carries the NVRTC log
-                    raise KernelSourceError(f"generated kernel {name} does not compile: {exc}") from exc
-                self._programs[text] = program
-            fn = program.get_function(name)
-
-            def launch_cuda(grid: int, block: int, args: Sequence[Any]) -> None:
-                fn((int(grid),), (int(block),), tuple(args))
-
-            return launch_cuda
-        if isinstance(dev, OpenCLDevice):
-            cl, cla = dev.cl, dev.cla
-            if program is None:
-                try:
-                    program = cl.Program(dev.ctx, code).build()
-                except cl.Error as exc:
-                    raise KernelSourceError(f"generated kernel {name} does not compile: {exc}") from exc
-                self._programs[text] = program
-            kern = cl.Kernel(program, name)
-            queue = dev.queue
-
-            def launch_cl(grid: int, block: int, args: Sequence[Any]) -> None:
-                raw = [a.data if isinstance(a, cla.Array) else a for a in args]
-                kern(queue, (int(grid) * int(block),), (int(block),), *raw)
-
-            return launch_cl
-        raise TypeError(f"unsupported device {type(dev).__name__}")
+        return self.device.kernel_text(self.header + "\n" + text, name, f"generated kernel {name}")
 
 
 def np_dtype(dtype: str) -> Any:
