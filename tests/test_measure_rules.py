@@ -18,7 +18,7 @@ ARGS = [np.zeros(10, np.float32), np.int32(10)]
 
 def spec(**kw) -> KernelSpec:
     kw.setdefault("problem_size", 1000)
-    return KernelSpec("__kernel void k() {}", "k", ARGS, **kw)
+    return KernelSpec("__kernel void k(__global float *x, int n) {}", "k", ARGS, **kw)
 
 
 def test_grid_is_problem_size_over_block_rounded_up():

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 
 from rich.console import Console
@@ -73,14 +74,16 @@ def _device_arg(text: str) -> int | str:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from adaptune.tuning import tune
+    from adaptune.tuning import TuningFailedWarning, tune
     from adaptune.tuning.spec_file import load_problem
 
     problem = load_problem(args.spec, backend=args.backend)
-    report = tune(problem, args.strategy, max_evals=args.max_evals, max_seconds=args.max_seconds,
-                  repeats=args.repeats, backend=args.backend, device=_device_arg(args.device), db=args.db,
-                  seed=args.seed, progress=not args.json, timeout_s=args.timeout,
-                  observers=tuple(args.observe), discard_factor=args.discard_factor or None)
+    with warnings.catch_warnings():  # a failed run is reported below, as an error with an exit code
+        warnings.simplefilter("ignore", TuningFailedWarning)
+        report = tune(problem, args.strategy, max_evals=args.max_evals, max_seconds=args.max_seconds,
+                      repeats=args.repeats, backend=args.backend, device=_device_arg(args.device), db=args.db,
+                      seed=args.seed, progress=not args.json, timeout_s=args.timeout,
+                      observers=tuple(args.observe), discard_factor=args.discard_factor or None)
     if args.plot:
         from adaptune.report.plots import plot_tuning
 
@@ -89,6 +92,10 @@ def _tune(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json()))
     else:
         print_report(report)
+    summary = report.failure_summary()
+    if summary:
+        print(f"adaptune tune: error: {summary}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -1,29 +1,32 @@
 """The parent side of measurement: a worker process per Measurer, killed and respawned on faults.
 
 A kernel that never ends, crashes the process or poisons the device context costs one
-:class:`~adaptune.records.Result` (``timeout`` / ``launch_error``), never the session. The
-worker is started with the ``spawn`` method, so scripts using a Measurer need the usual
-``if __name__ == "__main__":`` guard, and callables in specs must be module-level functions.
+:class:`~adaptune.records.Result` (``timeout`` / ``launch_error``), never the session. The worker
+is adaptune's own program (:mod:`adaptune.measure.process`), so no main guard is needed. The spec
+travels to it pickled with cloudpickle: importable functions and classes go by reference, those
+defined in ``__main__`` or a notebook (lambdas and closures too) go by value.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing as mp
-import pickle
-import signal
 import time
 import weakref
 from collections.abc import Iterable, Mapping
 from multiprocessing.connection import wait
 from typing import Any
 
+import cloudpickle
+
 from adaptune.backends import BACKENDS
 from adaptune.measure.geometry import SpecError
+from adaptune.measure.process import WorkerProcess
 from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
-from adaptune.measure.worker import worker_main
 from adaptune.records import DeviceInfo, Result, Status
+
+#: Longest single wait for a message; a dead worker is noticed at least this often (seconds).
+POLL_S = 0.5
 
 
 class MeasureSetupError(RuntimeError):
@@ -34,34 +37,16 @@ def _config_key(config: Mapping[str, Any]) -> str:
     return json.dumps(dict(config), sort_keys=True, default=str)
 
 
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "exit status unknown"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-def _stop(proc: Any, conn: Any) -> None:
-    """Kill a worker (used by the finalizer too, so it takes no self)."""
-    with contextlib.suppress(OSError):
-        conn.close()
-    if proc.is_alive():
-        proc.kill()
-    proc.join(5)
-
-
 class Measurer:
     """Measure configurations of one spec on one device, in a worker process.
 
     ``backend``: "opencl", "cuda" or "python" (a :class:`CallableSpec` always runs on "python").
+    ``start_timeout_s`` bounds the worker's start-up (interpreter, device context, argument upload);
+    a worker that dies while starting is reported at once, with its stderr.
     """
 
     def __init__(self, spec: KernelSpec | CallableSpec, backend: str = "opencl",
-                 settings: MeasureSettings | None = None, device: Any = 0, *, start_timeout_s: float = 180.0) -> None:
+                 settings: MeasureSettings | None = None, device: Any = 0, *, start_timeout_s: float = 120.0) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         if isinstance(spec, CallableSpec):
@@ -73,17 +58,16 @@ class Measurer:
                 raise ValueError(f"the kernel is {spec.lang} but the backend is {backend}")
         else:
             raise TypeError(f"spec must be a KernelSpec or CallableSpec, got {type(spec).__name__}")
+        if not start_timeout_s > 0:
+            raise ValueError(f"start_timeout_s must be > 0, got {start_timeout_s!r}")
         self.spec, self.backend, self.device = spec, backend, device
         self.settings = settings or MeasureSettings()
         self.start_timeout_s = start_timeout_s
         try:
-            self._payload = pickle.dumps((spec, backend, self.settings, device))
-        except (pickle.PicklingError, AttributeError, TypeError) as exc:
-            raise TypeError(f"the spec cannot be sent to the worker process ({exc}); callables in a spec "
-                            "must be module-level functions, not lambdas or closures") from None
-        self._ctx = mp.get_context("spawn")
-        self._proc: Any = None
-        self._conn: Any = None
+            self._payload = cloudpickle.dumps((spec, backend, self.settings, device))
+        except Exception as exc:  # noqa: BLE001 - cloudpickle raises many types for unpicklable state
+            raise TypeError(f"the spec cannot be sent to the worker process: {type(exc).__name__}: {exc}") from None
+        self._worker: WorkerProcess | None = None
         self._finalizer: Any = None
         self._info: DeviceInfo | None = None
         self._prefetched: dict[str, dict[str, Any]] = {}
@@ -91,22 +75,28 @@ class Measurer:
         self._start()
 
     # --- worker lifecycle --------------------------------------------------------------------
+    @property
+    def _conn(self) -> Any:
+        assert self._worker is not None
+        return self._worker.conn
+
     def _alive(self) -> bool:
-        return self._proc is not None and self._proc.is_alive()
+        return self._worker is not None and self._worker.alive()
 
     def _start(self) -> None:
-        parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=worker_main, args=(child, self._payload), daemon=True,
-                                 name="adaptune-measure")
-        proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
-        self._finalizer = weakref.finalize(self, _stop, proc, parent)
+        worker = WorkerProcess()
+        self._worker = worker
+        self._finalizer = weakref.finalize(self, worker.stop)
+        with contextlib.suppress(OSError):  # a worker that died already: _receive reports how
+            worker.conn.send(("setup", self._payload))
         message = self._receive(self.start_timeout_s)
         if message is None or message[0] != "ready":
+            note = _stderr_note(worker)
             self._kill()
             if message is None:
-                raise MeasureSetupError(f"the measurement worker did not start within {self.start_timeout_s} s")
+                raise MeasureSetupError(f"the measurement worker did not start within {self.start_timeout_s:g} s "
+                                        f"(pass a larger start_timeout_s if the device is slow to start); it was killed"
+                                        + note)
             if message[0] == "died":
                 raise MeasureSetupError(f"the measurement worker died while starting ({message[1]})")
             raise MeasureSetupError(f"cannot measure with backend {self.backend!r} on device {self.device!r}: "
@@ -118,29 +108,40 @@ class Measurer:
 
     def _kill(self) -> None:
         if self._finalizer is not None:
-            self._finalizer()  # runs _stop once
-        self._proc = self._conn = self._finalizer = None
+            self._finalizer()  # runs WorkerProcess.stop once
+        self._worker = self._finalizer = None
 
     def _restart_later(self) -> None:
         self._kill()
         self.restarts += 1
 
     def _receive(self, timeout: float) -> tuple[Any, ...] | None:
-        """Next message; ("died", why) when the worker is gone; None on timeout."""
-        ready = wait([self._conn, self._proc.sentinel], timeout=max(timeout, 0.0))
-        if not ready:
-            return None
-        try:
-            if self._conn in ready or self._conn.poll():
-                return self._conn.recv()
-        except (EOFError, OSError):
-            pass
-        self._proc.join(5)
-        return ("died", _describe_exit(self._proc.exitcode))
+        """Next message; ("died", why) when the worker is gone; None on timeout.
+
+        Waits in short slices and checks the process too, so a worker that died is seen within
+        ``POLL_S`` even if something else still holds its end of the socket.
+        """
+        worker = self._worker
+        assert worker is not None
+        deadline = time.monotonic() + max(timeout, 0.0)
+        while True:
+            remaining = deadline - time.monotonic()
+            ready = wait([worker.conn], timeout=max(0.0, min(POLL_S, remaining)))
+            if ready:
+                try:
+                    return worker.conn.recv()
+                except (EOFError, OSError):
+                    break
+            elif not worker.alive():
+                break
+            if remaining <= 0:
+                return None
+        worker.stop(grace_s=5.0)  # reap it, so the exit status is known
+        return ("died", worker.exit_description())
 
     def _ensure_worker(self) -> None:
         if not self._alive():
-            if self._proc is not None:
+            if self._worker is not None:
                 self._restart_later()
             self._start()
 
@@ -210,18 +211,30 @@ class Measurer:
         return {**message[1], "restarts": self.restarts}
 
     def close(self) -> None:
-        """Stop the worker; safe to call twice."""
+        """Stop the worker (it gets 5 s to release the device); safe to call twice."""
         if self._alive():
             try:
                 self._conn.send(("close",))
-                self._proc.join(5)
-            except (OSError, BrokenPipeError):
+            except OSError:
                 pass
-        if self._proc is not None:
-            self._kill()
+            else:
+                self._worker.stop(grace_s=5.0)
+        self._kill()
+
+    def kill(self) -> None:
+        """Stop the worker at once (Ctrl-C, errors): no grace period, nothing left running."""
+        self._kill()
 
     def __enter__(self) -> Measurer:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # Ctrl-C or an error: the worker may be busy, so do not wait for it
+            self.kill()
+
+
+def _stderr_note(worker: WorkerProcess) -> str:
+    tail = worker.stderr_tail()
+    return f"; its stderr ends with:\n{tail}" if tail else ""

@@ -1,8 +1,9 @@
 """What to measure (a kernel or a callable) and how (repeats, warm-up, timeout, observers).
 
-Specs travel to the worker process by pickling over a pipe between our own processes; they are
-never written to or read from files. Callables in a spec (answer checks, geometry, problem
-sizes, callable variants) must therefore be module-level functions, not lambdas.
+Specs travel to the worker process pickled (cloudpickle) over a socket between our own processes;
+they are never written to or read from files. Callables in a spec (answer checks, geometry,
+problem sizes, callable variants) may be importable functions (sent by reference) or functions,
+lambdas and closures defined in a script or notebook (sent by value).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from adaptune.backends.signature import check_kernel_arguments
 
 Tolerance = float | Sequence[float | None]
 Answer = Sequence[Any] | Callable[[list[Any]], bool] | None
@@ -60,7 +63,8 @@ class KernelSpec:
     device-to-device before every launch. ``poison_outputs``: fill checked outputs with NaN /
     0x7f.. before the checked run, so a kernel that skips elements cannot pass by accident.
     ``shared_mem``: dynamic shared memory per block in bytes (CUDA only): an int, a parameter
-    name or expression, or callable(config).
+    name or expression, or callable(config). ``check_arguments``: compare the arguments with the
+    kernel's parameter list (count, pointer or scalar, element type) before anything is launched.
     """
 
     source: str | Path
@@ -80,6 +84,7 @@ class KernelSpec:
     geometry: Callable[[dict[str, Any]], tuple[Sequence[int], Sequence[int]]] | None = None
     poison_outputs: bool = True
     shared_mem: SizeTerm = 0
+    check_arguments: bool = True
     source_text: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -100,6 +105,8 @@ class KernelSpec:
             raise ValueError(f"lang must be one of {LANGS}, got {self.lang!r}")
         self.arguments = list(self.arguments)
         _check_arguments(self.arguments)
+        if self.check_arguments:
+            check_kernel_arguments(self.source_text, self.name, self.arguments, self.defines)
         _check_answer(self.answer, len(self.arguments), "kernel arguments")
         _check_tolerance("atol", self.atol, len(self.arguments))
         _check_tolerance("rtol", self.rtol, len(self.arguments))

@@ -1,16 +1,26 @@
 """The worker process: owns the device context and the resident argument buffers.
 
-It answers messages from :class:`~adaptune.measure.measurer.Measurer` over a pipe:
-``("measure", config)`` -> ``("compiled", ms)`` then ``("result", Result, restart)`` or
+It is started as adaptune's own program (``python -m adaptune.measure.worker FD PARENT_PID``), never
+by re-importing the user's ``__main__``, so tuning works from a script without a main guard, a
+notebook, ``python -c`` or ``python - < file``. It answers messages from
+:class:`~adaptune.measure.measurer.Measurer` over the socket ``FD``:
+``("setup", payload)`` -> ``("ready", DeviceInfo)`` or ``("setup_error", message)``;
+``("measure", config, best_ms)`` -> ``("compiled", ms)`` then ``("result", Result, restart)`` or
 ``("spec_error", message)``; ``("prefetch", configs)``; ``("stats",)`` -> ``("stats", dict)``;
-``("close",)``. The spec arrives pickled from the parent process only, never from a file.
+``("close",)``. The payload is pickled by the parent process and arrives over that private socket
+only, never from a file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import faulthandler
+import os
 import pickle
 import signal
+import sys
+import threading
+import time
 import warnings
 from multiprocessing.connection import Connection
 from typing import Any
@@ -19,13 +29,43 @@ from adaptune.measure.geometry import SpecError
 from adaptune.measure.runners import exception_text, make_runner
 from adaptune.records import Result, Status
 
+PARENT_POLL_S = 0.5
 
-def worker_main(conn: Connection, payload: bytes) -> None:
-    """Entry point of the spawned process; returns (and the process exits) on close or EOF."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """Leave no orphan: a worker whose parent died (SIGKILL, crash) exits even in the middle of a run."""
+    while True:
+        if os.getppid() != parent_pid:
+            os._exit(3)
+        time.sleep(PARENT_POLL_S)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        sys.exit("adaptune.measure.worker is started by adaptune's Measurer, not by hand "
+                 "(usage: python -m adaptune.measure.worker FD PARENT_PID)")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle, from the first moment
+    fd, parent_pid = int(argv[0]), int(argv[1])
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True,
+                     name="adaptune-parent-watch").start()
+    faulthandler.enable()  # a crashing kernel leaves a Python traceback in the stderr the parent reports
+    conn = Connection(fd)
+    try:
+        message = conn.recv()
+    except (EOFError, OSError):
+        return
+    if message[0] != "setup":
+        conn.send(("setup_error", f"expected a setup message, got {message[0]!r}"))
+        return
+    serve(conn, message[1])
+
+
+def serve(conn: Connection, payload: bytes) -> None:
+    """Set up the runner from ``payload`` and answer requests until close or EOF."""
     warnings.simplefilter("ignore")
     try:
-        spec, backend, settings, device = pickle.loads(payload)  # bytes from our parent's pipe
+        spec, backend, settings, device = pickle.loads(payload)  # bytes from our parent's socket
         runner = make_runner(spec, backend, settings, device)
     except Exception as exc:  # setup failures go back to the parent as one message
         conn.send(("setup_error", f"{type(exc).__name__}: {exc}"))
@@ -67,3 +107,7 @@ def _serve(conn: Connection, runner: Any) -> None:
             conn.send(("stats", runner.stats()))
         elif op == "close":
             return
+
+
+if __name__ == "__main__":
+    main()

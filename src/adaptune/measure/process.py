@@ -1,0 +1,132 @@
+"""Start adaptune's worker program as a child process, without multiprocessing's ``spawn``.
+
+Why not multiprocessing: ``spawn`` re-imports the user's ``__main__`` in the child, so a script
+without an ``if __name__ == "__main__":`` guard re-runs itself and hangs. Here the child runs
+``python -m adaptune.measure.worker``; it sees the parent's ``sys.path`` (through ``PYTHONPATH``)
+and working directory, so whatever the parent could import the worker can import too. Its stderr
+goes to a temporary file whose tail is quoted when the worker dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from multiprocessing.connection import Connection
+from typing import IO
+
+STDERR_TAIL_CHARS = 2000
+
+
+class WorkerStartError(RuntimeError):
+    """No Python interpreter could be found to run the worker."""
+
+
+def _looks_like_python(path: str | None) -> bool:
+    if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        return False
+    name = os.path.basename(path).lower()
+    return name.startswith(("python", "pypy"))
+
+
+def python_executable() -> str:
+    """The interpreter that runs workers: ``$ADAPTUNE_PYTHON``, else this one, else a matching Python.
+
+    A frozen or embedded program's ``sys.executable`` is the host application, not Python; then the
+    base installation's interpreter of the same version is used (it gets our ``sys.path``).
+    """
+    chosen = os.environ.get("ADAPTUNE_PYTHON")
+    if chosen:
+        if not os.path.isfile(chosen):
+            raise WorkerStartError(f"ADAPTUNE_PYTHON={chosen!r} is not a file")
+        return chosen
+    if not getattr(sys, "frozen", False) and _looks_like_python(sys.executable):
+        return sys.executable
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = [getattr(sys, "_base_executable", None),
+                  os.path.join(sys.base_exec_prefix, "bin", version),
+                  os.path.join(sys.base_exec_prefix, "bin", "python3"),
+                  shutil.which(version)]
+    for path in candidates:
+        if _looks_like_python(path):
+            return str(path)
+    raise WorkerStartError(f"this interpreter ({sys.executable!r}) is not a Python executable and no {version} "
+                           "was found for the measurement worker; set ADAPTUNE_PYTHON to one")
+
+
+def _child_env() -> dict[str, str]:
+    """The parent's environment with its whole import path, so the child imports what the parent does."""
+    env = dict(os.environ)
+    paths = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if os.path.exists(p)))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+class WorkerProcess:
+    """One running worker: the child process, our end of its socket and its captured stderr."""
+
+    def __init__(self, name: str = "adaptune-measure") -> None:
+        ours, theirs = socket.socketpair()
+        self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix=f"{name}-stderr-")  # noqa: SIM115 - lives as long as the worker
+        try:
+            self.proc = subprocess.Popen(
+                [python_executable(), "-m", "adaptune.measure.worker", str(theirs.fileno()), str(os.getpid())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=self._stderr,
+                cwd=os.getcwd(), env=_child_env(), close_fds=True)
+        except BaseException:
+            ours.close()
+            self._stderr.close()
+            raise
+        finally:
+            theirs.close()
+        self.conn = Connection(ours.detach())
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def exit_description(self) -> str:
+        code = self.proc.poll()
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                text = f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                text = f"killed by signal {-code}"
+        else:
+            text = f"exit code {code}"
+        tail = self.stderr_tail()
+        return f"{text}; its stderr ends with:\n{tail}" if tail else text
+
+    def stderr_tail(self) -> str:
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.flush()
+            size = self._stderr.seek(0, os.SEEK_END)
+            self._stderr.seek(max(0, size - STDERR_TAIL_CHARS))
+            return self._stderr.read().decode(errors="replace").strip()
+        return ""
+
+    def stop(self, grace_s: float = 0.0) -> None:
+        """Close the socket, wait up to ``grace_s`` for a clean exit, then kill; idempotent."""
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        if grace_s > 0:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(grace_s)
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)
+        # the stderr file stays readable for the report; it is deleted when this object is collected
+
