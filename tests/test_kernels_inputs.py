@@ -36,6 +36,19 @@ def test_sets_are_disjoint_and_sized():
     assert len(families) >= 8
 
 
+def test_new_sets_cover_bins_key_widths_and_graph_families():
+    hist = inputs.histogram_specs(60, 0)
+    assert {s.params["bins"] for s in hist} == set(inputs.HISTOGRAM_BINS)
+    assert {s.params["key_bits"] for s in hist} == {8, 16, 32}
+    assert all(s.params["bins"] <= 2 ** s.params["key_bits"] for s in hist)
+    graphs = inputs.bfs_specs(48, 0)
+    assert {s.family for s in graphs} == set(inputs.GRAPH_FAMILIES) and len(inputs.GRAPH_FAMILIES) >= 12
+    assert all(s.size <= 2**18 for s in graphs if s.family in inputs.HIGH_DIAMETER)
+    train, test = inputs.train_test(inputs.bfs_specs, 48, 72, seed=5)
+    assert not set(train) & set(test)
+    assert {"power_law_heavy", "rmat"} <= {s.family for s in inputs.spmv_specs(54, 0)}
+
+
 def test_histogram_kinds_cover_skew():
     sds = {k: inputs.histogram_data(k, 20_000, seed=3).std() for k in inputs.HISTOGRAM_KINDS}
     assert sds["constant"] == 0 and sds["uniform"] > 60

@@ -22,6 +22,7 @@ _LAZY: dict[str, str] = {
     # measurement
     "KernelSpec": "adaptune.measure", "CallableSpec": "adaptune.measure", "MeasureSettings": "adaptune.measure",
     "Measurer": "adaptune.measure", "time_callable": "adaptune.measure",
+    "MeasureSetupError": "adaptune.measure", "ArgumentMismatchError": "adaptune.backends.signature",
     # store and interop
     "Store": "adaptune.store", "RecordedSpace": "adaptune.store", "load_recorded": "adaptune.store",
     "load_kt_cache": "adaptune.store", "write_kt_cache": "adaptune.store", "load_t1": "adaptune.store",
@@ -31,9 +32,27 @@ _LAZY: dict[str, str] = {
     "make_strategy": "adaptune.search", "Replay": "adaptune.search",
     # tuning
     "Problem": "adaptune.tuning", "TuneReport": "adaptune.tuning", "tune": "adaptune.tuning",
+    "TuningFailedWarning": "adaptune.tuning",
     # adaptive selection
     "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
     "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",
+    # transfer to unseen devices, objectives other than time, clocks (docs/transfer.md)
+    "ConfigTransfer": "adaptune.adaptive.transfer", "DeviceSpace": "adaptune.adaptive.transfer",
+    "MTLSelector": "adaptune.adaptive.transfer", "cv_dfs": "adaptune.adaptive.transfer",
+    "p_dfs": "adaptune.adaptive.transfer", "features_from_info": "adaptune.adaptive.device_features",
+    "OBJECTIVES": "adaptune.adaptive.objectives", "objective": "adaptune.adaptive.objectives",
+    "pareto": "adaptune.adaptive.objectives", "energy_vs_time": "adaptune.adaptive.objectives",
+    "select_clock": "adaptune.adaptive.clocks",
+    # launch-configuration prediction (LS-CAT, seed 004)
+    "launch_config": "adaptune.predict",
+    # lang: lazy NumPy arrays compiled into fused kernels (entry point: import adaptune.numpy as anp)
+    "LazyArray": "adaptune.lang", "FlushStats": "adaptune.lang", "FallbackWarning": "adaptune.lang",
+    # nested data-parallel operators (adaptune.lang.ndp)
+    "ndp_computation": "adaptune.lang.ndp", "NdpComputation": "adaptune.lang.ndp", "NdpProgram": "adaptune.lang.ndp",
+    "KeptDispatch": "adaptune.kernels.dispatch",
+    # threshold tuning over multi-versioned code (seed 003)
+    "ThresholdProgram": "adaptune.thresholds", "ThresholdModel": "adaptune.thresholds",
+    "parse_print_sizes": "adaptune.thresholds", "PathTimes": "adaptune.thresholds",
     # distributed (Ray executors, a throw-away PostgreSQL server)
     "RayExecutor": "adaptune.distributed", "LocalExecutor": "adaptune.distributed",
     "local_postgres": "adaptune.distributed",

@@ -7,6 +7,7 @@ import importlib
 import sys
 
 COMMAND_GROUPS = ("adaptune.cli.core", "adaptune.cli.search", "adaptune.cli.adaptive")
+COMMAND_GROUPS += ("adaptune.cli.thresholds",)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,9 +22,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
+    except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
         print(f"adaptune {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        return 130  # the layer that was interrupted said what was kept
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 
 from rich.console import Console
@@ -43,6 +44,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", default="adaptune.db")
     p.add_argument("--problem")
     p.add_argument("--top", type=int, default=5)
+    p.add_argument("--pareto", action="store_true",
+                   help="the Pareto front of time vs energy per call (needs measurements with --observe nvml)")
+    p.add_argument("--objectives", default="time,energy",
+                   help="with --pareto: two objectives, built-in names or expressions (default time,energy)")
+    p.add_argument("--plot", help="with --pareto: also write the front as a PNG")
     p.set_defaults(func=_show)
 
     p = sub.add_parser("import", help="import a Kernel Tuner cache (.json, .json.gz, open form) or T4 file")
@@ -73,16 +79,18 @@ def _device_arg(text: str) -> int | str:
 
 
 def _tune(args: argparse.Namespace) -> int:
-    from adaptune.tuning import tune
+    from adaptune.tuning import TuningFailedWarning, tune
     from adaptune.tuning.spec_file import load_problem
 
     problem = load_problem(args.spec, backend=args.backend)
-    report = tune(problem, args.strategy, max_evals=args.max_evals, max_seconds=args.max_seconds,
-                  repeats=args.repeats, backend=args.backend, device=_device_arg(args.device), db=args.db,
-                  seed=args.seed, progress=not args.json, timeout_s=args.timeout,
-                  observers=tuple(args.observe), discard_factor=args.discard_factor or None,
-                  executor="ray" if args.ray is not None else None, address=args.ray or None,
-                  n_parallel=args.workers)
+    with warnings.catch_warnings():  # a failed run is reported below, as an error with an exit code
+        warnings.simplefilter("ignore", TuningFailedWarning)
+        report = tune(problem, args.strategy, max_evals=args.max_evals, max_seconds=args.max_seconds,
+                      repeats=args.repeats, backend=args.backend, device=_device_arg(args.device), db=args.db,
+                      seed=args.seed, progress=not args.json, timeout_s=args.timeout,
+                      observers=tuple(args.observe), discard_factor=args.discard_factor or None,
+                      executor="ray" if args.ray is not None else None, address=args.ray or None,
+                      n_parallel=args.workers)
     if args.plot:
         from adaptune.report.plots import plot_tuning
 
@@ -91,6 +99,10 @@ def _tune(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json()))
     else:
         print_report(report)
+    summary = report.failure_summary()
+    if summary:
+        print(f"adaptune tune: error: {summary}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -131,6 +143,8 @@ def _problem_rows(store, name: str | None) -> list[dict]:
 
 
 def _show(args: argparse.Namespace) -> int:
+    if args.pareto:
+        return _show_pareto(args)
     console = Console()
     store = _open_store(args.db)
     try:
@@ -145,6 +159,45 @@ def _show(args: argparse.Namespace) -> int:
                 table.add_row(f"{r.time_ms:.4f}", " ".join(f"{k}={v}" for k, v in r.config.items()))
             console.print(table)
         console.print("devices: " + ", ".join(f"{d['name']} ({d['platform']})" for d in devices.values()))
+    finally:
+        store.close()
+    return 0
+
+
+def _show_pareto(args: argparse.Namespace) -> int:
+    from adaptune.adaptive.objectives import ObjectiveError, energy_vs_time, objective, pareto
+
+    names = [n.strip() for n in args.objectives.split(",") if n.strip()]
+    if len(names) != 2:
+        raise ValueError(f"--objectives takes two objectives separated by a comma, got {args.objectives!r}")
+    ox, oy = objective(names[0]), objective(names[1])
+    console = Console()
+    store = _open_store(args.db)
+    try:
+        for prob in _problem_rows(store, args.problem):
+            results = store.results(problem_id=prob["id"])
+            try:
+                front = pareto(results, ox, oy)
+            except ObjectiveError as exc:
+                raise ObjectiveError(f"problem {prob['name']!r}: {exc}") from None
+            console.print(f"{prob['name']}: Pareto front of {ox.name} vs {oy.name} "
+                          f"({len(front)} of {len(results)} measurements)", soft_wrap=True)
+            table = Table()
+            table.add_column(f"{ox.name} ({ox.unit})" if ox.unit else ox.name, justify="right")
+            table.add_column(f"{oy.name} ({oy.unit})" if oy.unit else oy.name, justify="right")
+            table.add_column("configuration")
+            for r in front:
+                table.add_row(f"{ox(r):.6g}", f"{oy(r):.6g}", " ".join(f"{k}={v}" for k, v in r.config.items()))
+            console.print(table)
+            if (ox.name, oy.name) == ("time", "energy"):
+                cmp = energy_vs_time(results)
+                console.print(f"energy-optimal saves {100 * cmp['energy_saved_fraction']:.1f} % energy per call "
+                              f"against the time-optimal configuration, at {100 * cmp['time_cost_fraction']:+.1f} % "
+                              "time", soft_wrap=True)
+            if args.plot:
+                from adaptune.report.plots import plot_pareto
+
+                console.print(f"wrote {plot_pareto(results, args.plot, ox, oy, title=prob['name'])}")
     finally:
         store.close()
     return 0

@@ -11,7 +11,7 @@ import numpy as np
 
 #: For help texts only (a test keeps it equal to ``adaptune.search.STRATEGIES``).
 STRATEGY_NAMES = ("brute_force", "random", "greedy_ils", "annealing", "genetic", "differential_evolution",
-                  "bayes", "forest", "bandit", "auto")
+                  "bayes", "forest", "bandit", "auto", "warm")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-KERNEL_SOURCES = ("spmv_kernels.c", "histogram_kernels.c", "sort_kernels.c")
+KERNEL_SOURCES = ("spmv_kernels.c", "histogram_kernels.c", "sort_kernels.c", "bfs_kernels.c")
 
 
 class KernelSourceError(ValueError):
@@ -55,6 +55,7 @@ class Device(Protocol):
     def to_host(self, array: Any) -> np.ndarray: ...
     def copy(self, src: Any, dst: Any) -> None: ...
     def kernel(self, source: str, name: str, defines: Mapping[str, Any]) -> Kernel: ...
+    def kernel_text(self, code: str, name: str, what: str = "") -> Kernel: ...
     def synchronize(self) -> None: ...
     @property
     def multiprocessors(self) -> int: ...
@@ -77,7 +78,8 @@ class CupyDevice:
         props = cupy.cuda.runtime.getDeviceProperties(device_id)
         self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self._sms = int(props["multiProcessorCount"])
-        self._modules: dict[tuple[str, tuple], Any] = {}
+        self._modules: dict[str, Any] = {}
+        self.compiles = 0
 
     @property
     def multiprocessors(self) -> int:
@@ -102,16 +104,19 @@ class CupyDevice:
         dst[...] = src
 
     def kernel(self, source: str, name: str, defines: Mapping[str, Any]) -> Kernel:
-        key = (source, tuple(sorted((k, str(v)) for k, v in defines.items())))
-        module = self._modules.get(key)
+        return self.kernel_text(with_defines(source_text(source), defines), name, f"{source} with {dict(defines)}")
+
+    def kernel_text(self, code: str, name: str, what: str = "") -> Kernel:
+        """Launcher for kernel ``name`` of complete source ``code`` (generated kernels too), compiled once."""
+        module = self._modules.get(code)
         if module is None:
-            code = with_defines(source_text(source), defines)
             try:
                 module = self.cp.RawModule(code=code, options=("--std=c++17",))
                 module.compile()
             except Exception as exc:  # CuPy raises CompileException with the NVRTC log
-                raise KernelSourceError(f"{source} with {dict(defines)} does not compile: {exc}") from exc
-            self._modules[key] = module
+                raise KernelSourceError(f"{what or name} does not compile: {exc}") from exc
+            self._modules[code] = module
+            self.compiles += 1
         function = module.get_function(name)
 
         def launch(grid: int, block: int, args: Sequence[Any]) -> None:
@@ -135,8 +140,9 @@ class OpenCLDevice:
         self.queue = cl.CommandQueue(self.ctx)
         self.name = self.ctx.devices[0].name
         self.xp = np
-        self._programs: dict[tuple[str, tuple], Any] = {}
-        self._functions: dict[tuple[tuple, str], Any] = {}
+        self._programs: dict[str, Any] = {}
+        self._functions: dict[tuple[str, str], Any] = {}
+        self.compiles = 0
 
     @property
     def multiprocessors(self) -> int:
@@ -161,22 +167,26 @@ class OpenCLDevice:
         self.cl.enqueue_copy(self.queue, dst.data, src.data, byte_count=src.nbytes)
 
     def kernel(self, source: str, name: str, defines: Mapping[str, Any]) -> Kernel:
-        key = (source, tuple(sorted((k, str(v)) for k, v in defines.items())))
-        program = self._programs.get(key)
+        return self.kernel_text(with_defines(source_text(source), defines), name, f"{source} with {dict(defines)}")
+
+    def kernel_text(self, code: str, name: str, what: str = "") -> Kernel:
+        """Launcher for kernel ``name`` of complete source ``code`` (generated kernels too), built once."""
+        program = self._programs.get(code)
         if program is None:
-            code = with_defines(source_text(source), defines)
             try:
                 program = self.cl.Program(self.ctx, code).build()
             except self.cl.Error as exc:
-                raise KernelSourceError(f"{source} with {dict(defines)} does not compile: {exc}") from exc
-            self._programs[key] = program
-        function = self._functions.get((key, name))
+                raise KernelSourceError(f"{what or name} does not compile: {exc}") from exc
+            self._programs[code] = program
+            self.compiles += 1
+        function = self._functions.get((code, name))
         if function is None:
-            function = self._functions[(key, name)] = self.cl.Kernel(program, name)
+            function = self._functions[(code, name)] = self.cl.Kernel(program, name)
+        queue, array_type = self.queue, self.cla.Array
 
         def launch(grid: int, block: int, args: Sequence[Any]) -> None:
-            raw = [a.data if isinstance(a, self.cla.Array) else a for a in args]
-            function(self.queue, (int(grid) * int(block),), (int(block),), *raw)
+            raw = [a.data if isinstance(a, array_type) else a for a in args]
+            function(queue, (int(grid) * int(block),), (int(block),), *raw)
 
         return launch
 

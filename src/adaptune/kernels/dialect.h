@@ -37,6 +37,8 @@ typedef long long i64;
 #define LOAD_RO(p) __ldg(&(p))
 #define F32_INF __int_as_float(0x7f800000)
 #define F64_INF __longlong_as_double(0x7ff0000000000000LL)
+#define F32_NAN __int_as_float(0x7fc00000)
+#define F64_NAN __longlong_as_double(0x7ff8000000000000LL)
 #else
 #define ADAPTUNE_OPENCL 1
 #ifdef cl_khr_fp64
@@ -64,6 +66,8 @@ typedef long i64;
 #define LOAD_RO(p) (p)
 #define F32_INF INFINITY
 #define F64_INF ((double)INFINITY)
+#define F32_NAN NAN
+#define F64_NAN ((double)NAN)
 #endif
 
 #ifdef ADAPTUNE_REAL_IS_DOUBLE

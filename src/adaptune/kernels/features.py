@@ -11,17 +11,21 @@ from typing import Any
 
 import numpy as np
 
+from adaptune.kernels import bfs as bfs_mod
 from adaptune.kernels import histogram as hist_mod
 from adaptune.kernels import sort as sort_mod
 from adaptune.kernels import spmv as spmv_mod
 from adaptune.kernels.device import Device
 
 SPMV_FEATURES = ("n_rows", "nnz", "avg_nnz_per_row", "row_length_sd", "max_deviation", "ell_fill", "dia_fill")
-HISTOGRAM_FEATURES = ("n", "n_per_bin", "subsample_sd", "subsample_mode_share")
+HISTOGRAM_FEATURES = ("n", "bins", "key_bits", "n_per_bin", "subsample_sd", "collision_share", "neighbour_share")
+BFS_FEATURES = ("vertices", "edges", "avg_degree", "degree_sd", "max_deviation")
 SORT_FEATURES = ("n", "key_bits", "is_float", "ascending_runs", "descent_share", "tie_share")
 
 SPMV_SAMPLE_ROWS = 4096
-HISTOGRAM_SAMPLE = 10_000  # Nitro: min(25 % of N, 10,000)
+DIA_ROW_CAP = 1024  # entries of a sampled row the DIA-fill estimate reads (spmv_kernels.c)
+HISTOGRAM_SAMPLE = 4096  # Nitro: min(25 % of N, 10,000); ours at most 4096 (held in shared memory)
+HISTOGRAM_SAMPLE_MAX = 4096
 SORT_SAMPLE_PAIRS = 4096
 
 _stamps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device -> [buffer, generation]
@@ -29,8 +33,9 @@ _stamps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device -> [b
 
 def spmv_features(m: spmv_mod.DeviceMatrix, sample_rows: int = SPMV_SAMPLE_ROWS, *,
                   cached: bool = True) -> dict[str, float]:
-    """Average non-zeros a row, row-length SD, max deviation, ELL fill-in; DIA fill-in from `sample_rows`
-    evenly spaced rows (exact when sample_rows >= n_rows; otherwise a lower bound on the diagonal count).
+    """Average non-zeros a row, row-length SD, max deviation, ELL fill-in; DIA fill-in from the first
+    DIA_ROW_CAP entries of `sample_rows` evenly spaced rows (a lower bound on the diagonal count; exact when
+    sample_rows >= n_rows and no row is longer than the cap).
 
     A DeviceMatrix does not change once uploaded, so its features are kept with it (``m.extra``) and later
     calls cost nothing: an iterative solver multiplies one matrix many times. ``cached=False`` recomputes.
@@ -50,7 +55,7 @@ def spmv_features(m: spmv_mod.DeviceMatrix, sample_rows: int = SPMV_SAMPLE_ROWS,
     state[1] += 1
     grid = max(1, min(-(-n // spmv_mod.BLOCK), 4 * dev.multiprocessors))
     partials = dev.empty(3 * grid, np.float32)
-    kernel = dev.kernel("spmv_kernels.c", "spmv_features", {"BLOCK": spmv_mod.BLOCK})
+    kernel = dev.kernel("spmv_kernels.c", "spmv_features", {"BLOCK": spmv_mod.BLOCK, "DIA_ROW_CAP": DIA_ROW_CAP})
     kernel(grid, spmv_mod.BLOCK, (m.indptr, m.indices, np.int32(n), np.int32(stride), np.int32(n_sample),
                                   state[0], np.uint32(state[1]), partials))
     p = dev.to_host(partials).astype(np.float64).reshape(grid, 3)
@@ -82,7 +87,8 @@ def spmv_features_reference(indptr: np.ndarray, indices: np.ndarray, shape: tupl
     lengths = np.diff(indptr).astype(np.float64)
     nnz = int(indptr[-1])
     rows = np.repeat(np.arange(n), np.diff(indptr))
-    n_diags = np.unique(indices.astype(np.int64) - rows).size
+    first = (np.arange(nnz) - indptr[rows]) < DIA_ROW_CAP  # the kernel reads DIA_ROW_CAP entries a row
+    n_diags = np.unique(indices[first].astype(np.int64) - rows[first]).size
     return {
         "n_rows": float(n),
         "nnz": float(nnz),
@@ -95,37 +101,87 @@ def spmv_features_reference(indptr: np.ndarray, indices: np.ndarray, shape: tupl
 
 
 def histogram_sample_plan(n: int, sample: int = HISTOGRAM_SAMPLE) -> tuple[int, int]:
-    """(stride, count) of the sub-sample: min(25 % of n, sample) bytes evenly spaced."""
-    count = max(1, min(sample, n // 4 or 1))
+    """(stride, count) of the sub-sample: min(25 % of n, sample) keys evenly spaced (count <= 4096)."""
+    count = max(1, min(sample, HISTOGRAM_SAMPLE_MAX, n // 4 or 1))
     return max(1, n // count), count
 
 
-def histogram_features(d: hist_mod.DeviceBytes, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
-    """N, N / bins, and the sub-sample's standard deviation (Nitro) and most-frequent-value share (ours:
-    it measures atomic contention directly)."""
+def histogram_features(d: hist_mod.DeviceKeys, sample: int = HISTOGRAM_SAMPLE, *,
+                       cached: bool = True) -> dict[str, float]:
+    """N, bins, key width and N / bins from the host; from a sub-sample on the device (one block): spread
+    relative to the bins, collision share (two sampled keys equal: what makes atomics contend) and
+    neighbour share (a key equals the next one: runs). Kept with ``d`` (``d.extra``) unless ``cached=False``:
+    a caller that changes the keys in place must pass ``cached=False`` or make a new DeviceKeys."""
+    key = ("features", sample)
+    if cached and key in d.extra:
+        return dict(d.extra[key])
     dev = d.device
-    stride, count = histogram_sample_plan(d.n_bytes, sample)
-    out = dev.empty(3, np.float32)
-    kernel = dev.kernel("histogram_kernels.c", "histogram_subsample_stats", {"BLOCK": hist_mod.BLOCK})
-    kernel(1, hist_mod.BLOCK, (d.raw, np.uint32(stride), np.uint32(count), out))
+    stride, count = histogram_sample_plan(d.n, sample)
+    out = dev.empty(4, np.float32)
+    kernel = dev.kernel("histogram_kernels.c", "histogram_subsample_stats",
+                        {"BLOCK": hist_mod.BLOCK, "KEY_BITS": d.key_bits, "BINS": d.bins})
+    kernel(1, hist_mod.BLOCK, (d.words, np.uint32(d.n), np.uint32(stride), np.uint32(count), out))
     stats = dev.to_host(out)
-    return {
-        "n": float(d.n_bytes),
-        "n_per_bin": d.n_bytes / hist_mod.BINS,
+    result = {
+        "n": float(d.n),
+        "bins": float(d.bins),
+        "key_bits": float(d.key_bits),
+        "n_per_bin": d.n / d.bins,
         "subsample_sd": float(stats[1]),
-        "subsample_mode_share": float(stats[2]),
+        "collision_share": float(stats[2]),
+        "neighbour_share": float(stats[3]),
     }
+    d.extra[key] = result
+    return dict(result)
 
 
-def histogram_features_reference(data: np.ndarray, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
-    stride, count = histogram_sample_plan(data.size, sample)
-    s = data[: stride * count : stride][:count].astype(np.float64)
+def forget_features(obj: Any) -> None:
+    """Drop the features kept with a DeviceMatrix, DeviceKeys or DeviceGraph (the next call computes them)."""
+    for key in [k for k in obj.extra if k == "features" or (isinstance(k, tuple) and k[:1] == ("features",))]:
+        del obj.extra[key]
+
+
+def histogram_features_reference(keys: np.ndarray, bins: int, sample: int = HISTOGRAM_SAMPLE) -> dict[str, float]:
+    stride, count = histogram_sample_plan(keys.size, sample)
+    pos = np.arange(count, dtype=np.int64) * stride
+    s = keys[pos].astype(np.int64)
+    nxt = pos + 1 < keys.size
+    neighbours = np.sum(keys[pos[nxt] + 1].astype(np.int64) == s[nxt])
     return {
-        "n": float(data.size),
-        "n_per_bin": data.size / hist_mod.BINS,
-        "subsample_sd": float(s.std()),
-        "subsample_mode_share": float(np.bincount(s.astype(np.int64), minlength=256).max() / count),
+        "n": float(keys.size),
+        "bins": float(bins),
+        "key_bits": float(keys.dtype.itemsize * 8),
+        "n_per_bin": keys.size / bins,
+        "subsample_sd": float((s / bins).std()),
+        "collision_share": float(np.mean(s == s[(np.arange(count) + count // 2) % count])),
+        "neighbour_share": float(neighbours / count),
     }
+
+
+def bfs_features(g: bfs_mod.DeviceGraph, *, cached: bool = True) -> dict[str, float]:
+    """Nitro's BFS features: vertices, edges, average degree, degree standard deviation and max deviation
+    (one launch of the SpMV feature kernel over indptr, no row sample). A graph is searched many times from
+    different sources, so the features are kept with it (``g.extra``)."""
+    if cached and "features" in g.extra:
+        return dict(g.extra["features"])
+    dev = g.device
+    grid = max(1, min(-(-g.n // spmv_mod.BLOCK), 4 * dev.multiprocessors))
+    partials = dev.empty(3 * grid, np.float32)
+    kernel = dev.kernel("spmv_kernels.c", "spmv_features", {"BLOCK": spmv_mod.BLOCK})
+    kernel(grid, spmv_mod.BLOCK, (g.indptr, g.indices, np.int32(g.n), np.int32(1), np.int32(0), g.size,
+                                  np.uint32(1), partials))
+    p = dev.to_host(partials).astype(np.float64).reshape(grid, 3)
+    avg = g.m / g.n
+    result = {"vertices": float(g.n), "edges": float(g.m), "avg_degree": avg,
+              "degree_sd": float(np.sqrt(p[:, 0].sum() / g.n)), "max_deviation": float(p[:, 1].max()) - avg}
+    g.extra["features"] = result
+    return dict(result)
+
+
+def bfs_features_reference(indptr: np.ndarray) -> dict[str, float]:
+    deg = np.diff(indptr).astype(np.float64)
+    return {"vertices": float(deg.size), "edges": float(indptr[-1]), "avg_degree": float(deg.mean()),
+            "degree_sd": float(deg.std()), "max_deviation": float(deg.max() - deg.mean())}
 
 
 def sort_plan(n: int, sample_pairs: int = SORT_SAMPLE_PAIRS) -> tuple[int, int]:
@@ -158,14 +214,17 @@ def sort_features_reference(keys: np.ndarray, sample_pairs: int = SORT_SAMPLE_PA
     stride, n_pairs = sort_plan(n, sample_pairs)
     idx = np.arange(n_pairs, dtype=np.int64) * stride
     a, b = keys[idx], keys[idx + 1]
-    share = float((b < a).mean()) if n_pairs else 0.0
+    down, up = b < a, a < b
+    if keys.dtype.kind == "f":  # NaN orders after every number, as the kernels and NumPy's sort do
+        down, up = down | (np.isnan(a) & ~np.isnan(b)), up | (np.isnan(b) & ~np.isnan(a))
+    share = float(down.mean()) if n_pairs else 0.0
     return {
         "n": float(n),
         "key_bits": float(keys.dtype.itemsize * 8),
         "is_float": float(keys.dtype.kind == "f"),
         "ascending_runs": 1.0 + share * max(n - 1, 0),
         "descent_share": share,
-        "tie_share": float((a == b).mean()) if n_pairs else 0.0,
+        "tie_share": float((~down & ~up).mean()) if n_pairs else 0.0,
     }
 
 

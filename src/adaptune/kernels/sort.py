@@ -1,4 +1,4 @@
-"""Sorting variants for 1-D keys (int32, int64, float32, float64; no NaNs).
+"""Sorting variants for 1-D keys (int32, int64, float32, float64; NaNs sort last, as in NumPy).
 
 Kernels of our own in the portable dialect: a merge sort (bitonic tiles in shared memory, then merge-path
 passes) and a bitonic sort; a presorted-aware sort (one counting pass; sorted input is copied, non-increasing
@@ -20,8 +20,8 @@ ITEMS = 8
 KEY_TYPES = {
     np.dtype(np.int32): ("i32", "0x7fffffff"),
     np.dtype(np.int64): ("i64", "0x7fffffffffffffff"),
-    np.dtype(np.float32): ("float", "F32_INF"),
-    np.dtype(np.float64): ("double", "F64_INF"),
+    np.dtype(np.float32): ("float", "F32_NAN"),
+    np.dtype(np.float64): ("double", "F64_NAN"),
 }
 
 
@@ -30,11 +30,17 @@ def key_defines(dtype) -> dict[str, Any]:
     if dtype not in KEY_TYPES:
         raise ValueError(f"sort keys must be int32, int64, float32 or float64, got {dtype}")
     key_t, key_max = KEY_TYPES[dtype]
-    return {"KEY_T": key_t, "KEY_MAX": key_max, "BLOCK": BLOCK, "ITEMS": ITEMS}
+    defines = {"KEY_T": key_t, "KEY_MAX": key_max, "BLOCK": BLOCK, "ITEMS": ITEMS}
+    if dtype.kind == "f":
+        defines["KEY_IS_FLOAT"] = 1
+    return defines
 
 
-def _kernel(dev: Device, dtype, name: str):
-    return dev.kernel("sort_kernels.c", name, key_defines(dtype))
+def _kernel(dev: Device, dtype, name: str, locality: bool = False):
+    defines = key_defines(dtype)
+    if locality:
+        defines["LOCALITY"] = 1
+    return dev.kernel("sort_kernels.c", name, defines)
 
 
 def _check(keys) -> int:
@@ -46,8 +52,9 @@ def _check(keys) -> int:
     return n
 
 
-def merge_sort(dev: Device, keys) -> Any:
-    """Stable merge sort: tiles of TILE keys sorted in shared memory, then log2(n / TILE) merge passes."""
+def merge_sort(dev: Device, keys, locality: bool = False) -> Any:
+    """Stable merge sort: tiles of TILE keys sorted in shared memory, then log2(n / TILE) merge passes;
+    with `locality`, a pass copies each pair of runs that is already in order (nearly sorted keys)."""
     n = _check(keys)
     src = dev.empty(n, keys.dtype)
     dev.copy(keys, src)
@@ -57,7 +64,7 @@ def merge_sort(dev: Device, keys) -> Any:
     if n <= TILE:
         return src
     dst = dev.empty(n, keys.dtype)
-    merge = _kernel(dev, keys.dtype, "merge_pass")
+    merge = _kernel(dev, keys.dtype, "merge_pass", locality)
     width = TILE
     grid = -(-n // (BLOCK * ITEMS))
     while width < n:
@@ -91,7 +98,7 @@ def bitonic_sort(dev: Device, keys) -> Any:
 
 def _max_key(dtype) -> Any:
     dtype = np.dtype(dtype)
-    return np.inf if dtype.kind == "f" else np.iinfo(dtype).max
+    return np.nan if dtype.kind == "f" else np.iinfo(dtype).max
 
 
 def count_order(dev: Device, keys, stride: int = 1, n_pairs: int | None = None) -> np.ndarray:
@@ -140,7 +147,13 @@ def presorted_sort(dev: Device, keys) -> Any:
     return library_sort(dev, keys)
 
 
-def variants(with_torch: bool = True) -> dict[str, Callable[[Device, Any], Any]]:
+def locality_sort(dev: Device, keys) -> Any:
+    """Merge sort whose passes copy runs already in order (ModernGPU's locality sort, simplified)."""
+    return merge_sort(dev, keys, locality=True)
+
+
+def variants(with_torch: bool = True, with_locality: bool = True) -> dict[str, Callable[[Device, Any], Any]]:
+    """Sort variants by name. `locality` was added after the round-2 H100 run (not measured there)."""
     table: dict[str, Callable[[Device, Any], Any]] = {
         "cub_radix": library_sort,
         "merge": merge_sort,
@@ -149,4 +162,6 @@ def variants(with_torch: bool = True) -> dict[str, Callable[[Device, Any], Any]]
     }
     if with_torch:
         table["torch_sort"] = torch_sort
+    if with_locality:
+        table["locality"] = locality_sort
     return table

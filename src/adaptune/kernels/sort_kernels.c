@@ -1,9 +1,15 @@
 /* Sorting kernels in the adaptune dialect: bitonic tile sort, merge-path merge passes (merge sort),
  * global bitonic steps (bitonic sort), order counting (features and the presorted check) and reversal.
  * Defines: KEY_T (i32, i64, float, double), KEY_MAX (largest key, padding), BLOCK (threads, power of two),
- * TILE = 2 * BLOCK keys sorted per block in shared memory, ITEMS = keys merged per thread per pass.
- * Keys must not be NaN.
+ * TILE = 2 * BLOCK keys sorted per block in shared memory, ITEMS = keys merged per thread per pass;
+ * LOCALITY (defined or not): merge passes copy pairs of runs that are already in order.
+ * Float keys may be NaN: they order after every number (NumPy's order), through KEY_LESS; padding is NaN.
  */
+#ifdef KEY_IS_FLOAT
+#define KEY_LESS(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
+#else
+#define KEY_LESS(a, b) ((a) < (b))
+#endif
 #ifndef BLOCK
 #define BLOCK 256
 #endif
@@ -20,7 +26,7 @@ DEVICE void bitonic_in_shared(LOCAL KEY_T *s, const u32 k_first, const u32 k_las
             const u32 i = 2u * j * (p / j) + (p % j);
             const u32 partner = (j == (k >> 1)) ? (i ^ (k - 1u)) : (i + j);
             const KEY_T a = s[i], c = s[partner];
-            if (c < a) { s[i] = c; s[partner] = a; }
+            if (KEY_LESS(c, a)) { s[i] = c; s[partner] = a; }
             BARRIER();
         }
     }
@@ -47,17 +53,26 @@ KERNEL merge_pass(const GLOBAL KEY_T *RESTRICT src, GLOBAL KEY_T *RESTRICT dst, 
     const u64 a_end = min(pair_begin + width, (u64)n);
     const u64 b_end = min(pair_begin + 2u * (u64)width, (u64)n);
     const u64 len_a = a_end - a_begin, len_b = b_end - a_end;
+#ifdef LOCALITY
+    /* Locality (ModernGPU's idea for nearly sorted keys): a pair of runs already in order is copied, with no
+     * merge-path search and no comparisons per key. */
+    if (len_b == 0u || !KEY_LESS(src[a_end], src[a_end - 1u])) {
+        const u64 copy_end = min(out_begin + ITEMS, b_end);
+        for (u64 o = out_begin; o < copy_end; ++o) dst[o] = src[o];
+        return;
+    }
+#endif
     const u64 diag = out_begin - pair_begin;
     u64 lo = diag > len_b ? diag - len_b : 0u;
     u64 hi = diag < len_a ? diag : len_a;
     while (lo < hi) {
         const u64 mid = (lo + hi) / 2u;
-        if (src[a_begin + mid] <= src[a_end + diag - mid - 1u]) lo = mid + 1u; else hi = mid;
+        if (!KEY_LESS(src[a_end + diag - mid - 1u], src[a_begin + mid])) lo = mid + 1u; else hi = mid;
     }
     u64 ia = lo, ib = diag - lo;
     const u64 out_end = min(out_begin + ITEMS, b_end);
     for (u64 o = out_begin; o < out_end; ++o) {
-        const bool take_a = ib >= len_b || (ia < len_a && src[a_begin + ia] <= src[a_end + ib]);
+        const bool take_a = ib >= len_b || (ia < len_a && !KEY_LESS(src[a_end + ib], src[a_begin + ia]));
         dst[o] = take_a ? src[a_begin + ia] : src[a_end + ib];
         if (take_a) ++ia; else ++ib;
     }
@@ -70,7 +85,7 @@ KERNEL bitonic_step(GLOBAL KEY_T *RESTRICT keys, const u32 half_p, const u32 k, 
     const u32 i = 2u * j * (p / j) + (p % j);
     const u32 partner = (j == (k >> 1)) ? (i ^ (k - 1u)) : (i + j);
     const KEY_T a = keys[i], c = keys[partner];
-    if (c < a) { keys[i] = c; keys[partner] = a; }
+    if (KEY_LESS(c, a)) { keys[i] = c; keys[partner] = a; }
 }
 
 /* The steps j = TILE/2 .. 1 of stage k (k > TILE) in shared memory: one launch instead of log2(TILE). */
@@ -83,7 +98,7 @@ KERNEL bitonic_tile_steps(GLOBAL KEY_T *RESTRICT keys, const u32 k) {
         const u32 p = LID();
         const u32 i = 2u * j * (p / j) + (p % j);
         const KEY_T a = s[i], c = s[i + j];
-        if (c < a) { s[i] = c; s[i + j] = a; }
+        if (KEY_LESS(c, a)) { s[i] = c; s[i + j] = a; }
         BARRIER();
     }
     for (u32 i = LID(); i < TILE; i += BLOCK) keys[base + i] = s[i];
@@ -100,9 +115,10 @@ KERNEL count_order(const GLOBAL KEY_T *RESTRICT keys, const u32 stride, const u3
     for (u32 s = GROUP_ID() * BLOCK + LID(); s < n_pairs; s += NUM_GROUPS() * BLOCK) {
         const u64 i = (u64)s * stride;
         const KEY_T x = keys[i], y = keys[i + 1];
-        my_d += y < x;
-        my_a += x < y;
-        my_t += x == y;
+        const u32 down = KEY_LESS(y, x), up = KEY_LESS(x, y);
+        my_d += down;
+        my_a += up;
+        my_t += !down && !up;
     }
     d[LID()] = my_d;
     a[LID()] = my_a;

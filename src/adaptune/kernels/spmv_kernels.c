@@ -7,6 +7,9 @@
 #ifndef VEC
 #define VEC 8
 #endif
+#ifndef DIA_ROW_CAP
+#define DIA_ROW_CAP 1024
+#endif
 
 /* CSR-scalar: one thread per row. Fast for short, even rows; diverges on long or uneven rows. */
 KERNEL spmv_csr_scalar(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRICT indices,
@@ -91,7 +94,8 @@ KERNEL spmv_dia(const GLOBAL i32 *RESTRICT offsets, const GLOBAL real_t *RESTRIC
  *   partials[3 b + 0] = sum over the block's rows of (len - mean)^2   (mean = nnz / n_rows, exact, so no
  *                       cancellation as in E[L^2] - E[L]^2)
  *   partials[3 b + 1] = max row length in the block
- *   partials[3 b + 2] = number of diagonals first seen by this block among the sampled rows
+ *   partials[3 b + 2] = number of diagonals first seen by this block among the sampled rows (the first
+ *                       DIA_ROW_CAP entries of each)
  * Sampled rows are s * sample_stride for s < n_sample. Diagonals are marked in `stamps` (n_rows + n_cols
  * words) with atomic max of `generation`, so the buffer never needs clearing between calls. */
 KERNEL spmv_features(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRICT indices, const i32 n_rows,
@@ -112,7 +116,9 @@ KERNEL spmv_features(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRI
     u32 my_new = 0;
     for (i32 s = tid; s < n_sample; s += stride) {
         const i32 row = s * sample_stride;
-        const i32 end = indptr[row + 1];
+        /* at most DIA_ROW_CAP entries a sampled row: one thread walks the row, and a dense row of 10^5
+         * entries would cost milliseconds (its first entries alone make DIA's fill-in prohibitive) */
+        const i32 end = min(indptr[row + 1], indptr[row] + DIA_ROW_CAP);
         for (i32 k = indptr[row]; k < end; ++k) {
             const u32 diag = (u32)(indices[k] - row + n_rows - 1);
             if (ATOMIC_MAX_U32(&stamps[diag], generation) < generation) ++my_new;
@@ -135,4 +141,65 @@ KERNEL spmv_features(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRI
         partials[3 * GROUP_ID() + 1] = mx[0];
         partials[3 * GROUP_ID() + 2] = (float)new_diags[0];
     }
+}
+
+/* CSR nnz-split, load-balanced (the idea of merge-path / cuSPARSE CSR ALG2): block b takes the non-zeros
+ * [b * CHUNK, (b + 1) * CHUNK) whatever rows they belong to, so a row of a million entries is spread over many
+ * blocks and a block of short rows covers many rows. block_rows[b] = first row starting at or after b * CHUNK
+ * (computed once per matrix); the block owns rows block_rows[b] .. block_rows[b + 1] - 1 (the last block also
+ * owns the empty rows at the end). Products go to shared memory; each owned row sums its part inside the chunk
+ * (coalesced loads, one thread a row); the chunk's head (the tail of a row started in an earlier chunk) is
+ * reduced by the whole block into carry_row[b] / carry_val[b] and added by spmv_csr_balanced_fixup. */
+#ifndef CHUNK_ITEMS
+#define CHUNK_ITEMS 8
+#endif
+#define CHUNK (BLOCK * CHUNK_ITEMS)
+KERNEL spmv_csr_balanced(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRICT indices,
+                         const GLOBAL real_t *RESTRICT data, const GLOBAL real_t *RESTRICT x,
+                         GLOBAL real_t *RESTRICT y, const i32 n_rows, const i32 nnz,
+                         const GLOBAL i32 *RESTRICT block_rows, GLOBAL i32 *RESTRICT carry_row,
+                         GLOBAL real_t *RESTRICT carry_val) {
+    SHARED real_t prod[CHUNK];
+    SHARED real_t red[BLOCK];
+    const i32 b = (i32)GROUP_ID();
+    const i32 begin = b * CHUNK;
+    const i32 end = min(begin + CHUNK, nnz);
+    for (i32 i = (i32)LID(); i < CHUNK; i += BLOCK) {
+        const i32 k = begin + i;
+        prod[i] = k < end ? data[k] * LOAD_RO(x[indices[k]]) : (real_t)0;
+    }
+    BARRIER();
+    const i32 r0 = block_rows[b], r1 = block_rows[b + 1];
+    const i32 head_end = r0 <= n_rows ? min(indptr[r0], end) : end;
+    real_t head = 0;
+    for (i32 i = (i32)LID(); i < head_end - begin; i += BLOCK) head += prod[i];
+    red[LID()] = head;
+    BARRIER();
+    for (u32 offset = BLOCK / 2; offset > 0; offset >>= 1) {
+        if (LID() < offset) red[LID()] += red[LID() + offset];
+        BARRIER();
+    }
+    if (LID() == 0) {
+        carry_row[b] = head_end > begin ? r0 - 1 : -1;
+        carry_val[b] = red[0];
+    }
+    for (i32 r = r0 + (i32)LID(); r < r1; r += BLOCK) {
+        const i32 s = indptr[r] - begin;
+        const i32 e = min(indptr[r + 1], end) - begin;
+        real_t sum = 0;
+        for (i32 i = s; i < e; ++i) sum += prod[i];
+        y[r] = sum;
+    }
+}
+
+/* Adds the chunk heads to their rows: the last chunk of each run of equal carry rows sums the run. */
+KERNEL spmv_csr_balanced_fixup(const GLOBAL i32 *RESTRICT carry_row, const GLOBAL real_t *RESTRICT carry_val,
+                               GLOBAL real_t *RESTRICT y, const i32 n_chunks) {
+    const i32 b = (i32)(GROUP_ID() * GROUP_SIZE() + LID());
+    if (b >= n_chunks) return;
+    const i32 row = carry_row[b];
+    if (row < 0 || (b + 1 < n_chunks && carry_row[b + 1] == row)) return;
+    real_t sum = 0;
+    for (i32 j = b; j >= 0 && carry_row[j] == row; --j) sum += carry_val[j];
+    y[row] += sum;
 }

@@ -128,6 +128,5 @@ class WorkerProcess:
                 self.proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(5)
-        with contextlib.suppress(OSError, ValueError):
-            self._stderr.close()
+        # the stderr file stays readable for the report; it is deleted when this object is collected
 

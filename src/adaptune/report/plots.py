@@ -48,3 +48,39 @@ def plot_tuning(results: list[Result], path: str | Path, title: str = "") -> Pat
     plt.close(fig)
     return path
 
+
+
+def plot_pareto(results: list[Result], path: str | Path, x: str = "time", y: str = "energy",
+                title: str = "") -> Path:
+    """Every successful configuration by two objectives (default time vs energy per call), the Pareto
+    front joined, and the optimum of each objective marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from adaptune.adaptive.objectives import objective, pareto_front, values
+
+    ox, oy = objective(x), objective(y)
+    pts = np.stack([values(results, ox), values(results, oy)], axis=1)
+    ok = np.isfinite(pts).all(axis=1)
+    if not ok.any():
+        raise ValueError(f"no measurement has both {ox.name!r} and {oy.name!r}")
+    front = pareto_front(pts)
+    fig, ax = plt.subplots(figsize=(6.5, 4.5))
+    ax.plot(pts[ok, 0], pts[ok, 1], ".", ms=4, color="0.6", label=f"{int(ok.sum())} configurations")
+    ax.plot(pts[front, 0], pts[front, 1], "o-", ms=5, color="C3", label=f"Pareto front ({len(front)})")
+    ix, iy = int(np.nanargmin(np.where(ok, pts[:, 0], np.inf))), int(np.nanargmin(np.where(ok, pts[:, 1], np.inf)))
+    ax.plot(*pts[ix], "s", ms=9, mfc="none", color="C0", label=f"{ox.name}-optimal")
+    ax.plot(*pts[iy], "D", ms=9, mfc="none", color="C2", label=f"{oy.name}-optimal")
+    ax.set_xlabel(f"{ox.name} ({ox.unit})" if ox.unit else ox.name)
+    ax.set_ylabel(f"{oy.name} ({oy.unit})" if oy.unit else oy.name)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title or f"{ox.name} vs {oy.name}")
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -14,6 +14,7 @@ from adaptune.search import (  # noqa: F401  (importing registers the strategies
     genetic,
     local,
     random_search,
+    warm,
 )
 from adaptune.search.base import STRATEGIES, Budget, BudgetTracker, History, Strategy, make_strategy, register
 from adaptune.search.replay import Replay, Trace

@@ -39,7 +39,9 @@ TO_MS = {"seconds": 1e3, "s": 1e3, "milliseconds": 1.0, "ms": 1.0, "microseconds
 # units of the metrics adaptune's observers and Kernel Tuner's observers report
 UNITS = {"time": "ms", "energy": "J", "energy_j": "J", "ps_energy": "J", "power": "W", "power_w": "W",
          "nvml_power": "W", "ps_power": "W", "nvml_energy": "J", "core_freq": "MHz", "sm_clock_mhz": "MHz",
-         "mem_freq": "MHz", "temperature": "C", "temperature_c": "C", "GFLOP/s": "GFLOP/s", "GFLOPS/W": "GFLOPS/W"}
+         "mem_freq": "MHz", "temperature": "C", "temperature_c": "C", "GFLOP/s": "GFLOP/s", "GFLOPS/W": "GFLOPS/W",
+         "power_instant_w": "W", "power_peak_w": "W", "power_mean_sampled_w": "W", "energy_sampled_j": "J",
+         "observed_s": "s"}
 _TIME_KEYS = {"framework": "framework_time", "search_algorithm": "strategy_time"}
 
 

@@ -1,6 +1,6 @@
 """Tuning orchestration: a problem tuned by a strategy under a budget into a store."""
 
 from adaptune.tuning.problem import Problem
-from adaptune.tuning.tune import TuneReport, tune
+from adaptune.tuning.tune import TuneReport, TuningFailedWarning, tune
 
-__all__ = ["Problem", "TuneReport", "tune"]
+__all__ = ["Problem", "TuneReport", "TuningFailedWarning", "tune"]

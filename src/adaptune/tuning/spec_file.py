@@ -6,6 +6,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import cloudpickle
+
 from adaptune.tuning.problem import Problem
 
 
@@ -24,6 +26,8 @@ def load_problem(path: str | Path, backend: str = "opencl") -> Problem:
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    # The worker cannot import this module by its made-up name: its functions travel by value.
+    cloudpickle.register_pickle_by_value(module)
     spec.loader.exec_module(module)
     name = "problem_cuda" if backend == "cuda" and hasattr(module, "problem_cuda") else "problem"
     problem = getattr(module, name, None)

@@ -8,7 +8,9 @@ store for the same (device, problem, input, configuration) are reused, so an int
 from __future__ import annotations
 
 import math
+import sys
 import time
+import warnings
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +51,18 @@ class TuneReport:
     def top(self, k: int = 5) -> list[Result]:
         return sorted((r for r in self.results if r.ok), key=lambda r: r.time_ms)[:k]
 
+    def failure_summary(self) -> str | None:
+        """One paragraph when no configuration succeeded: counts per status and the first error verbatim."""
+        if self.best is not None or not self.results:
+            return None
+        counts = ", ".join(f"{n} {status}" for status, n in _status_counts(self.results).items())
+        first = next((r for r in self.results if r.error), None)
+        text = (f"tuning {self.problem!r} found no working configuration: all {len(self.results)} evaluated "
+                f"configurations failed ({counts}).")
+        if first is not None:
+            text += f" The first error ({first.status}, {_config_text(first.config)}):\n{first.error.strip()}"
+        return text
+
     def to_json(self) -> dict[str, Any]:
         def finite(x: float) -> float | None:
             return x if math.isfinite(x) else None
@@ -61,7 +75,16 @@ class TuneReport:
             "evaluated": self.evaluated, "failed": self.failed, "reused": self.reused,
             "wall_s": self.wall_s, "db": self.db,
             "statuses": _status_counts(self.results),
+            "failure_summary": self.failure_summary(),
         }
+
+
+class TuningFailedWarning(UserWarning):
+    """Every configuration of a tuning run failed (the warning's text says how)."""
+
+
+def _config_text(config: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items())
 
 
 def _status_counts(results: list[Result]) -> dict[str, int]:
@@ -126,12 +149,17 @@ def tune(
             results, reused = _search_loop(search, session, (max_evals, max_seconds), total, lookahead,
                                            progress, problem.name, start)
             default_result = _default_result(space, results, session)
+    except KeyboardInterrupt:
+        # The worker is already killed (Measurer.__exit__); every finished measurement is committed.
+        print(f"\ninterrupted: the {_stored_count(store)} results in {db} are kept; run the same tuning "
+              "again to resume without re-measuring them", file=sys.stderr)
+        raise
     finally:
         store.close()
 
     ok = [r for r in results if r.ok]
     best = min(ok, key=lambda r: r.time_ms) if ok else None
-    return TuneReport(
+    report = TuneReport(
         problem=problem.name, strategy=strategy, device=info,
         best=best.config if best else None, best_time_ms=best.time_ms if best else math.inf,
         default=default_result.config if default_result else None,
@@ -139,6 +167,17 @@ def tune(
         evaluated=len(results), failed=len(results) - len(ok), reused=reused,
         wall_s=time.perf_counter() - start, db=str(db), results=results,
     )
+    summary = report.failure_summary()
+    if summary:
+        warnings.warn(summary, TuningFailedWarning, stacklevel=2)
+    return report
+
+
+def _stored_count(store: Store) -> int:
+    try:
+        return len(store.results())
+    except Exception:  # noqa: BLE001 - only for the message; the data is safe either way
+        return -1
 
 
 class _Session:

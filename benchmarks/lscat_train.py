@@ -1,0 +1,244 @@
+"""Scores on the LS-CAT H100 table: the seed's metric for baselines and models, grouped CV over seeds.
+
+    python benchmarks/lscat_train.py [--data data/lscat_h100] [--work data/lscat_work] [--seeds 5]
+
+Writes benchmarks/results/lscat_h100.json (+ .md, .png). With --work it first (re)computes the kernel
+features (source + PTX) from the git-ignored working set into data/lscat_h100/features.csv.gz, which is
+committed so the scores can be recomputed without the corpus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from adaptune.predict import corpus, features, metric, model  # noqa: E402
+
+
+def _read_csv(path: Path) -> dict[str, dict[str, str]]:
+    with open(path, newline="") as fh:
+        return {r["kernel"]: r for r in csv.DictReader(fh)}
+
+
+def token_components(texts: list[str], dims: int = 32) -> np.ndarray:
+    """Bag of token 1-2-grams (TF-IDF) reduced to ``dims`` SVD components: a token model without order.
+    Unsupervised and fit on all working-set kernels (no timings are used)."""
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer(token_pattern=r"[A-Za-z_]\w*|\d+|[^\w\s]", ngram_range=(1, 2), min_df=3,
+                          sublinear_tf=True)
+    return TruncatedSVD(dims, random_state=0).fit_transform(vec.fit_transform(texts))
+
+
+def write_features(work: Path, kernels_csv: Path, out: Path) -> None:
+    """Source + PTX features of every working-set kernel, plus device attributes from the run."""
+    attrs = _read_csv(kernels_csv) if kernels_csv.exists() else {}
+    rows = []
+    for line in (work / "workset.jsonl").read_text().splitlines():
+        item = json.loads(line)
+        f = {"kernel": item["id"], "repo": item["repo"]}
+        f.update(features.source_features(item["source"], corpus.parse_params(item["params"])))
+        ptx = work / "ptx" / (item["id"].replace("/", "_") + ".ptx")
+        if ptx.exists():
+            f.update(features.ptx_features(ptx.read_text()))
+        a = attrs.get(item["id"], {})
+        f.update(features.attr_features({k: int(float(a[k])) for k in features.ATTR_FEATURES if a.get(k)}))
+        rows.append(f)
+    texts = [re.sub(r"//[^\n]*|/\*.*?\*/", " ", json.loads(line)["source"][len(corpus.PRELUDE):], flags=re.S)
+             for line in (work / "workset.jsonl").read_text().splitlines()]
+    for r, z in zip(rows, token_components(texts), strict=True):
+        r.update({f"tok_{j}": float(v) for j, v in enumerate(z)})
+    names = sorted({k for r in rows for k in r} - {"kernel", "repo"})
+    with gzip.open(out, "wt", newline="") as fh:
+        w = csv.DictWriter(fh, ["kernel", "repo", *names])
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def load_features(path: Path) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
+    feats, repos = {}, {}
+    with gzip.open(path, "rt", newline="") as fh:
+        for r in csv.DictReader(fh):
+            k = r.pop("kernel")
+            repos[k] = r.pop("repo")
+            feats[k] = {n: float(v) for n, v in r.items() if v != ""}
+    return feats, repos
+
+
+def noise_twins(s: model.Samples, kinfo: dict[str, dict[str, str]]) -> dict:
+    """1-D kernels run (b, b) exactly like (b*b, 1): the spread of those twin timings is measurement noise.
+    Also the score an oracle gets if it must take the twin of the best shape (a noise ceiling)."""
+    one = np.array([kinfo.get(k, {}).get("two_d") == "0" for k in s.kernel])
+    if not one.any():
+        return {}
+    out: dict = {"samples_1d": int(one.sum())}
+    twin = {corpus.SHAPES.index((b, b)): corpus.SHAPES.index((b * b, 1)) for b in (8, 16, 24, 32)}
+    twin.update({v: k for k, v in twin.items()})
+    logs = np.concatenate([np.abs(np.log(s.times[one, i] / s.times[one, j])) for i, j in twin.items() if i < j])
+    out["median_abs_log_ratio"] = float(np.median(logs))
+    out["p90_abs_log_ratio"] = float(np.quantile(logs, 0.9))
+    perf = s.perf[one]
+    best = perf.argmax(axis=1)
+    has = np.array([b in twin for b in best])
+    if has.any():
+        out["oracle_via_twin_score"] = float(np.mean([perf[i, twin[b]] for i, b in enumerate(best) if b in twin]))
+        out["oracle_via_twin_samples"] = int(has.sum())
+    return out
+
+
+FEATURE_SETS = {
+    "size_only": ("",),
+    "source": ("src_", "par_"),
+    "source+ptx": ("src_", "par_", "ptx_"),
+    "source+ptx+attrs": ("src_", "par_", "ptx_", "attr_"),
+    "tokens": ("tok_",),
+    "source+tokens": ("src_", "par_", "tok_"),
+}
+
+
+def write_report(res: dict, out: Path) -> None:
+    """Markdown table + bar chart of the scores."""
+    lines = [f"# LS-CAT block-size prediction on {res['device']}", "",
+             f"Measured {res.get('measured_utc', '')}; scored at commit {res['commit']}; "
+             f"{res['n_kernels']} kernels, {res['n_samples']} (kernel, size) samples, {res['n_rows']} ok rows, "
+             f"{res['n_repositories']} repositories; {res['cv']}; {res['seeds']} seeds (mean ± sd).", "",
+             "| chooser | seed's score (mean min/t) |", "|---|---|",
+             "| oracle | 1.0000 |",
+             f"| always 1024 | {res['score_always_1024']:.4f} |",
+             f"| best fixed shape ({res['best_fixed_shape']}, chosen on all data) | "
+             f"{res['score_always_best_fixed']:.4f} |",
+             f"| random (expected) | {res['score_random']:.4f} |",
+             f"| CUDA occupancy API | {res['score_occupancy']:.4f} |"]
+    for k, v in res["models"].items():
+        lines.append(f"| {k} | {v['score_model']['mean']:.4f} ± {v['score_model']['sd']:.4f} |")
+    lines.append(f"| most common best shape (train folds) | {res['score_most_common']:.4f} |")
+    nz = res.get("noise_twin_shapes", {})
+    if nz:
+        lines += ["", f"Noise: identical launches (twin shapes of 1-D kernels) differ by a median of "
+                  f"{100 * (math.exp(nz['median_abs_log_ratio']) - 1):.1f} % (p90 "
+                  f"{100 * (math.exp(nz['p90_abs_log_ratio']) - 1):.1f} %); an oracle forced to take the twin "
+                  f"of the best shape scores {nz.get('oracle_via_twin_score', float('nan')):.4f}."]
+    if "examples_first_config" in res:
+        lines += ["", "Examples (first configuration / best found): " + json.dumps(res["examples_first_config"])]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        names = ["always 1024", "random", "occupancy", "most common", *res["models"]]
+        vals = [res["score_always_1024"], res["score_random"], res["score_occupancy"], res["score_most_common"],
+                *(v["score_model"]["mean"] for v in res["models"].values())]
+        errs = [0, 0, 0, 0, *(v["score_model"]["sd"] for v in res["models"].values())]
+        fig, ax = plt.subplots(figsize=(8, 4))
+        ax.barh(names, vals, xerr=errs, color=["grey"] * 4 + ["tab:blue"] * len(res["models"]))
+        ax.set_xlim(min(vals) - 0.03, 1.0)
+        ax.set_xlabel("seed's score: mean min_time / time of the chosen shape")
+        ax.set_title(f"LS-CAT block size on {res['device']} ({res['n_kernels']} kernels)")
+        fig.tight_layout()
+        fig.savefig(out.with_suffix(".png"), dpi=110)
+    except ImportError:
+        pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(ROOT / "data" / "lscat_h100"))
+    ap.add_argument("--work", default="", help="working set to (re)compute features from")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lscat_h100"))
+    ap.add_argument("--kinds", default="forest")
+    ap.add_argument("--all-kernels", dest="only_clean", action="store_false",
+                    help="also use complete sizes of kernels that faulted at a larger size")
+    a = ap.parse_args()
+    data = Path(a.data)
+    if a.work:
+        write_features(Path(a.work), data / "kernels.csv", data / "features.csv.gz")
+    feats, repos = load_features(data / "features.csv.gz")
+    kinfo = _read_csv(data / "kernels.csv")
+    clean = {k for k, r in kinfo.items() if r["status"] == "ok"} if a.only_clean else None
+    s = model.build_samples(model.load_rows(data / "rows.csv.gz"), kernels=clean)
+    groups = np.array([repos.get(k, k.split("/")[0]) for k in s.kernel])
+    perf = s.perf
+    occ = np.array([metric.shape_for_block_size(int(float(kinfo[k]["occ_block"])) if kinfo.get(k, {}).get(
+        "occ_block") not in (None, "", "None") else None) for k in s.kernel])
+    occ_known = np.array([kinfo.get(k, {}).get("occ_block") not in (None, "", "None") for k in s.kernel])
+    best = np.argmax(perf, axis=1)
+    res: dict = {
+        "device": "", "n_kernels": int(len(set(s.kernel))), "n_samples": int(len(s.kernel)),
+        "n_rows": int(s.n_rows), "n_incomplete_samples": int(s.n_incomplete),
+        "n_repositories": int(len(set(groups))), "sizes": sorted({int(x) for x in s.size}),
+        "score_oracle": 1.0,
+        "score_always_1024": metric.score(perf, metric.always(perf)),
+        "score_random": metric.random_score(perf),
+        "score_occupancy": metric.score(perf, occ), "occupancy_known_share": float(occ_known.mean()),
+        "share_1024_not_best": float((best != metric.always(perf)).mean()),
+        "share_best_20pct_better_than_1024": float((perf[:, corpus.SHAPE_1024] < 1 / 1.2).mean()),
+        "best_shape_counts": {f"{bx}x{by}": int(c) for (bx, by), c in zip(
+            corpus.SHAPES, np.bincount(best, minlength=len(corpus.SHAPES)), strict=True)},
+        "score_always_best_fixed": float(perf.mean(axis=0).max()),
+        "best_fixed_shape": "{}x{}".format(*corpus.SHAPES[int(perf.mean(axis=0).argmax())]),
+        "models": {},
+        "only_clean_kernels": bool(a.only_clean),
+        "noise_twin_shapes": noise_twins(s, kinfo),
+    }
+    all_names = sorted({n for f in feats.values() for n in f})
+    t0 = time.time()
+    for kind in a.kinds.split(","):
+        for set_name, prefixes in FEATURE_SETS.items():
+            names = [n for n in all_names if prefixes != ("",) and n.startswith(prefixes)]
+            x = model.feature_matrix(s, feats, names)
+            runs = [model.grouped_cv(x, perf, groups, seed, kind) for seed in range(a.seeds)]
+            summary = {k: {"mean": float(np.mean([r[k] for r in runs])), "sd": float(np.std([r[k] for r in runs],
+                                                                                              ddof=1))}
+                       for k in runs[0]}
+            summary["n_features"] = len(names) + 1
+            res["models"][f"{kind}:{set_name}"] = summary
+            print(f"{kind:7s} {set_name:18s} score {summary['score_model']['mean']:.4f} ± "
+                  f"{summary['score_model']['sd']:.4f}  most-common {summary['score_most_common']['mean']:.4f}"
+                  f"  ({time.time() - t0:.0f}s)", flush=True)
+    best_key = max(res["models"], key=lambda k: res["models"][k]["score_model"]["mean"])
+    res["best_model"] = best_key
+    res["score_model"] = res["models"][best_key]["score_model"]["mean"]
+    res["score_model_sd"] = res["models"][best_key]["score_model"]["sd"]
+    res["score_most_common"] = res["models"][best_key]["score_most_common"]["mean"]
+    run_summary = data / "run_summary.json"
+    if run_summary.exists():
+        rs = json.loads(run_summary.read_text())
+        res["device"] = rs.get("device", "")
+        res["measured_utc"] = rs.get("date_utc", "")
+    res["seeds"] = a.seeds
+    res["cv"] = "GroupKFold(5, shuffle) by LS-CAT repository; one seed = one fold split + model seed"
+    try:
+        res["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                       capture_output=True, text=True).stdout.strip()
+    except OSError:
+        res["commit"] = ""
+    ex = Path(a.out).parent / "lscat_examples_h100.json"
+    if ex.exists():
+        e = json.loads(ex.read_text())
+        res["examples_first_config"] = {k: v for k, v in e.items() if k.startswith("mean")}
+    out = Path(a.out)
+    out.with_suffix(".json").write_text(json.dumps(res, indent=1))
+    write_report(res, out)
+    print(json.dumps({k: v for k, v in res.items() if k.startswith(("score", "n_", "share", "best"))}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

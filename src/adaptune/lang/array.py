@@ -1,0 +1,580 @@
+"""``LazyArray``: NumPy's array interface over the recorded trace.
+
+An array is a view (shape, strides, offset, in elements) of a :class:`~adaptune.lang.session.Base`,
+whose current version is an IR node. Operations build nodes and return new arrays immediately; nothing
+runs until a value is needed (``.get()``, ``np.asarray``, ``print``, ``float``/``bool``, or ``flush()``).
+Views alias like NumPy's: ``c = a[1:-1]; c[:] = 0`` changes ``a``. Shape errors and unsupported dtypes raise
+NumPy's own exception types.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from adaptune.lang import ops
+from adaptune.lang.ir import (
+    SUPPORTED_SET,
+    Buffer,
+    Map,
+    Node,
+    Reduce,
+    Scalar,
+    Update,
+    View,
+    check_dtype,
+    contiguous_strides,
+    nested_view,
+)
+from adaptune.lang.session import Base, session
+
+PyScalar = (bool, int, float)
+
+
+class LazyArray:
+    """A lazily evaluated n-dimensional array on the device (see the module docstring)."""
+
+    __slots__ = ("base", "shape", "strides", "offset", "region", "vdims", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, base: Base, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+                 region: tuple[tuple[int, int, int], ...] | None, vdims: tuple[int, ...] | None) -> None:
+        self.base = base
+        self.shape = shape
+        self.strides = strides
+        self.offset = offset
+        self.region = region
+        self.vdims = vdims
+
+    # ------------------------------------------------------------------------ construction
+
+    @classmethod
+    def wrap(cls, node: Node) -> LazyArray:
+        base = Base(node)
+        if not isinstance(node, Buffer | Scalar):
+            session().track(base)
+        shape = node.shape
+        strides, region, vdims = _whole(shape)
+        return cls(base, shape, strides, 0, region, vdims)
+
+    @property
+    def is_whole(self) -> bool:
+        base_shape = self.base.node.shape
+        return self.shape == base_shape and self.offset == 0 and self.strides == contiguous_strides(base_shape)
+
+    def node(self) -> Node:
+        """The IR node of this view's current value."""
+        bnode = self.base.node
+        if self.shape == bnode.shape and self.offset == 0 and self.strides == contiguous_strides(self.shape):
+            return bnode
+        return View(bnode, self.shape, self.strides, self.offset)
+
+    # ------------------------------------------------------------------------ NumPy attributes
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.base.node.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def T(self) -> LazyArray:  # noqa: N802 - NumPy's name
+        return self.transpose()
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    # ------------------------------------------------------------------------ flush points
+
+    def get(self) -> np.ndarray:
+        """The value as a NumPy array (flushes the pending trace)."""
+        sess = session()
+        if not isinstance(self.base.node, Buffer):
+            sess.flush()
+        bnode = self.base.node
+        assert isinstance(bnode, Buffer)
+        rt = sess.runtime
+        if self.is_whole:
+            return rt.download(bnode.data, self.shape, self.dtype)
+        full = rt.download(bnode.data, (bnode.size,), self.dtype)
+        item = full.dtype.itemsize
+        if self.size == 0:
+            return np.empty(self.shape, self.dtype)
+        view = np.lib.stride_tricks.as_strided(full[self.offset:], self.shape,
+                                               tuple(s * item for s in self.strides))
+        return view.copy()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.get()
+        return out.astype(dtype) if dtype is not None else out
+
+    def tolist(self) -> Any:
+        return self.get().tolist()
+
+    def item(self) -> Any:
+        return self.get().item()
+
+    def __float__(self) -> float:
+        return float(self.get())
+
+    def __int__(self) -> int:
+        return int(self.get())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu":
+            raise TypeError("only integer arrays can be converted to an index")
+        return int(self.get())
+
+    def __bool__(self) -> bool:
+        return bool(self.get())
+
+    def __repr__(self) -> str:
+        return "anp." + repr(self.get())
+
+    def __str__(self) -> str:
+        return str(self.get())
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    # ------------------------------------------------------------------------ views
+
+    def __getitem__(self, key: Any) -> LazyArray:
+        if isinstance(key, LazyArray | np.ndarray | list) or (
+                isinstance(key, tuple) and any(isinstance(k, LazyArray | np.ndarray | list) for k in key)):
+            from adaptune.lang.fallback import eager
+
+            return eager("advanced indexing", lambda a, k: a[k], self, key)
+        if not isinstance(key, tuple):
+            key = (key,)
+        ndim = len(self.shape)
+        if len(key) == ndim and all(type(k) is slice for k in key):
+            expanded: list[Any] = list(key)  # the common case: one slice per dimension
+        else:
+            n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+            if sum(1 for k in key if k is Ellipsis) > 1:
+                raise IndexError("an index can only have a single ellipsis ('...')")
+            if n_real > ndim:
+                raise IndexError(f"too many indices for array: array is {ndim}-dimensional, "
+                                 f"but {n_real} were indexed")
+            expanded = []
+            for k in key:
+                if k is Ellipsis:
+                    expanded.extend([slice(None)] * (ndim - n_real))
+                else:
+                    expanded.append(k)
+            expanded.extend([slice(None)] * (ndim - sum(1 for k in expanded if k is not None)))
+        shape, strides, vdims = [], [], []
+        offset = self.offset
+        region = list(self.region) if self.region is not None else None
+        d = 0
+        for k in expanded:
+            if k is None:
+                shape.append(1)
+                strides.append(0)
+                vdims.append(-1)
+                continue
+            n, st = self.shape[d], self.strides[d]
+            bd = self.vdims[d] if self.vdims is not None else -1
+            if type(k) is slice:
+                start, stop, step = k.indices(n)
+                count = len(range(start, stop, step))
+                if count:
+                    offset += start * st
+                shape.append(count)
+                strides.append(st * step)
+                if region is not None and bd >= 0:
+                    s0, s1, _ = region[bd]
+                    region[bd] = (s0 + start * s1, s1 * step, count)
+                vdims.append(bd)
+            elif isinstance(k, numbers.Integral) and not isinstance(k, bool):
+                i = int(k) + n if int(k) < 0 else int(k)
+                if not 0 <= i < n:
+                    raise IndexError(f"index {int(k)} is out of bounds for axis {d} with size {n}")
+                offset += i * st
+                if region is not None and bd >= 0:
+                    s0, s1, _ = region[bd]
+                    region[bd] = (s0 + i * s1, s1, 1)
+            elif isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                count = len(range(start, stop, step))
+                if count:
+                    offset += start * st
+                shape.append(count)
+                strides.append(st * step)
+                if region is not None and bd >= 0:
+                    s0, s1, _ = region[bd]
+                    region[bd] = (s0 + start * s1, s1 * step, count)
+                vdims.append(bd)
+            else:
+                raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
+                                 "integer or boolean arrays are valid indices")
+            d += 1
+        return LazyArray(self.base, tuple(shape), tuple(strides), offset,
+                         tuple(region) if region is not None else None,
+                         tuple(vdims) if region is not None else None)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if isinstance(key, LazyArray | np.ndarray | list) or (
+                isinstance(key, tuple) and any(isinstance(k, LazyArray | np.ndarray | list) for k in key)):
+            from adaptune.lang.fallback import eager_setitem
+
+            eager_setitem(self, key, value)
+            return
+        target = self[key]
+        if target.size == 0:
+            return
+        val = value if isinstance(value, LazyArray) else None
+        if val is None:
+            if isinstance(value, PyScalar + (np.generic,)):
+                vnode: Node = Scalar(value, self.dtype)
+                vshape: tuple[int, ...] = ()
+            else:
+                val = asarray(value)
+        if val is not None:
+            try:
+                np.broadcast_shapes(val.shape, target.shape)
+                if np.broadcast_shapes(val.shape, target.shape) != target.shape:
+                    raise ValueError
+            except ValueError:
+                raise ValueError(f"could not broadcast input array from shape {val.shape} into shape "
+                                 f"{target.shape}") from None
+            val = val.broadcast_to(target.shape)
+            vnode = val.node()
+            vshape = val.shape
+        if vnode.dtype != self.dtype:
+            vnode = Map("cast", (vnode,), vnode.shape, self.dtype, vnode.dtype)
+        if vshape != target.shape:  # a scalar: broadcast through a zero-stride view
+            vnode = View(vnode, target.shape, (0,) * target.ndim, 0)
+        base = self.base
+        if target.region is not None:
+            new = Update(base.node, target.region, target.vdims or (), vnode)
+        elif target.strides == contiguous_strides(target.shape):
+            new = Update(base.node, (), (), vnode, rng=target.offset)
+        elif nested_view(target.shape, target.strides):
+            new = Update(base.node, (), (), vnode, strided=(target.strides, target.offset))
+        else:
+            from adaptune.lang.fallback import eager_setitem
+
+            eager_setitem(self, key, value)
+            return
+        base.node = new
+        session().track(base)
+
+    def broadcast_to(self, shape: tuple[int, ...]) -> LazyArray:
+        shape = tuple(shape)
+        if shape == self.shape:
+            return self
+        np.broadcast_shapes(self.shape, shape)  # NumPy's ValueError on mismatch
+        lead = len(shape) - self.ndim
+        if lead < 0:
+            raise ValueError(f"cannot broadcast a non-scalar to a scalar array: {self.shape} -> {shape}")
+        strides = [0] * lead
+        for n_in, n_out, st in zip(self.shape, shape[lead:], self.strides, strict=True):
+            if n_in == n_out:
+                strides.append(st)
+            elif n_in == 1:
+                strides.append(0)
+            else:
+                raise ValueError(f"operands could not be broadcast together with remapped shapes "
+                                 f"{self.shape} and requested shape {shape}")
+        return LazyArray(self.base, shape, tuple(strides), self.offset, None, None)
+
+    def transpose(self, *axes: Any) -> LazyArray:
+        if len(axes) == 1 and isinstance(axes[0], Sequence | type(None)):
+            axes = tuple(axes[0]) if axes[0] is not None else ()
+        perm = tuple(range(self.ndim))[::-1] if not axes else tuple(int(a) % self.ndim for a in axes)
+        if sorted(perm) != list(range(self.ndim)):
+            raise ValueError("axes don't match array")
+        region = self.region
+        vdims = tuple(self.vdims[p] for p in perm) if self.vdims is not None else None
+        return LazyArray(self.base, tuple(self.shape[p] for p in perm), tuple(self.strides[p] for p in perm),
+                         self.offset, region if vdims is not None and _ordered(vdims) else None,
+                         vdims if vdims is not None and _ordered(vdims) else None)
+
+    def reshape(self, *shape: Any) -> LazyArray:
+        if len(shape) == 1 and isinstance(shape[0], Sequence):
+            shape = tuple(shape[0])
+        new = _reshape_shape(self.size, tuple(int(s) for s in shape))
+        if self.strides != contiguous_strides(self.shape):
+            return self.copy().reshape(new)
+        return LazyArray(self.base, new, contiguous_strides(new), self.offset, None, None)
+
+    def ravel(self) -> LazyArray:
+        return self.reshape(-1)
+
+    def flatten(self) -> LazyArray:
+        return self.copy().reshape(-1)
+
+    def copy(self) -> LazyArray:
+        node = self.node()
+        if isinstance(node, View):
+            return LazyArray.wrap(Map("cast", (node,), node.shape, node.dtype, node.dtype))
+        return LazyArray.wrap(node)  # versions are immutable: sharing the node is a copy
+
+    def astype(self, dtype: Any, copy: bool = True) -> LazyArray:
+        dt = check_dtype(dtype)
+        if dt == self.dtype:
+            return self.copy() if copy else self
+        node = self.node()
+        return LazyArray.wrap(Map("cast", (node,), node.shape, dt, node.dtype))
+
+    def fill(self, value: Any) -> None:
+        self[...] = value
+
+    # ------------------------------------------------------------------------ arithmetic
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs:
+            return apply(ufunc.__name__, *inputs)
+        out = kwargs.get("out")
+        if method == "__call__" and set(kwargs) == {"out"} and isinstance(out, tuple) and len(out) == 1 \
+                and isinstance(out[0], LazyArray):
+            out[0][...] = apply(ufunc.__name__, *inputs)  # out= becomes a recorded write
+            return out[0]
+        if method == "reduce" and ufunc.__name__ in ops.REDUCTIONS and set(kwargs) <= {"axis", "keepdims"}:
+            return reduce(ufunc.__name__, inputs[0], kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
+        from adaptune.lang.fallback import eager
+
+        return eager(f"{ufunc.__name__}.{method}", lambda *a: getattr(ufunc, method)(*a, **kwargs), *inputs)
+
+    def __add__(self, o): return apply("add", self, o)  # noqa: E704
+    def __radd__(self, o): return apply("add", o, self)  # noqa: E704
+    def __sub__(self, o): return apply("subtract", self, o)  # noqa: E704
+    def __rsub__(self, o): return apply("subtract", o, self)  # noqa: E704
+    def __mul__(self, o): return apply("multiply", self, o)  # noqa: E704
+    def __rmul__(self, o): return apply("multiply", o, self)  # noqa: E704
+    def __truediv__(self, o): return apply("true_divide", self, o)  # noqa: E704
+    def __rtruediv__(self, o): return apply("true_divide", o, self)  # noqa: E704
+    def __floordiv__(self, o): return apply("floor_divide", self, o)  # noqa: E704
+    def __rfloordiv__(self, o): return apply("floor_divide", o, self)  # noqa: E704
+    def __mod__(self, o): return apply("remainder", self, o)  # noqa: E704
+    def __rmod__(self, o): return apply("remainder", o, self)  # noqa: E704
+    def __pow__(self, o): return _power(self, o)  # noqa: E704
+    def __rpow__(self, o): return apply("power", o, self)  # noqa: E704
+    def __neg__(self): return apply("negative", self)  # noqa: E704
+    def __pos__(self): return apply("positive", self)  # noqa: E704
+    def __abs__(self): return apply("absolute", self)  # noqa: E704
+    def __invert__(self): return apply("invert" if self.dtype == np.bool_ else "bitwise_not", self)  # noqa: E704
+    def __and__(self, o): return apply("bitwise_and", self, o)  # noqa: E704
+    def __rand__(self, o): return apply("bitwise_and", o, self)  # noqa: E704
+    def __or__(self, o): return apply("bitwise_or", self, o)  # noqa: E704
+    def __ror__(self, o): return apply("bitwise_or", o, self)  # noqa: E704
+    def __xor__(self, o): return apply("bitwise_xor", self, o)  # noqa: E704
+    def __lt__(self, o): return apply("less", self, o)  # noqa: E704
+    def __le__(self, o): return apply("less_equal", self, o)  # noqa: E704
+    def __gt__(self, o): return apply("greater", self, o)  # noqa: E704
+    def __ge__(self, o): return apply("greater_equal", self, o)  # noqa: E704
+    def __eq__(self, o): return apply("equal", self, o)  # noqa: E704
+    def __ne__(self, o): return apply("not_equal", self, o)  # noqa: E704
+    def __matmul__(self, o): return dot(self, o)  # noqa: E704
+    def __rmatmul__(self, o): return dot(o, self)  # noqa: E704
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like ndarray
+
+    def _inplace(self, name: str, o: Any) -> LazyArray:
+        self[...] = apply(name, self, o)
+        return self
+
+    def __iadd__(self, o): return self._inplace("add", o)  # noqa: E704
+    def __isub__(self, o): return self._inplace("subtract", o)  # noqa: E704
+    def __imul__(self, o): return self._inplace("multiply", o)  # noqa: E704
+    def __itruediv__(self, o): return self._inplace("true_divide", o)  # noqa: E704
+
+    # ------------------------------------------------------------------------ reductions
+
+    def sum(self, axis=None, dtype=None, keepdims=False):  # noqa: D102
+        return reduce("add", self, axis, dtype=dtype, keepdims=keepdims)
+
+    def prod(self, axis=None, dtype=None, keepdims=False):  # noqa: D102
+        return reduce("multiply", self, axis, dtype=dtype, keepdims=keepdims)
+
+    def max(self, axis=None, keepdims=False):  # noqa: D102
+        return reduce("maximum", self, axis, keepdims=keepdims)
+
+    def min(self, axis=None, keepdims=False):  # noqa: D102
+        return reduce("minimum", self, axis, keepdims=keepdims)
+
+    def any(self, axis=None, keepdims=False):  # noqa: D102
+        return reduce("logical_or", self, axis, keepdims=keepdims)
+
+    def all(self, axis=None, keepdims=False):  # noqa: D102
+        return reduce("logical_and", self, axis, keepdims=keepdims)
+
+    def mean(self, axis=None, dtype=None, keepdims=False):  # noqa: D102
+        return mean(self, axis, dtype=dtype, keepdims=keepdims)
+
+
+@functools.lru_cache(maxsize=4096)
+def _whole(shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[tuple[int, int, int], ...], tuple[int, ...]]:
+    return contiguous_strides(shape), tuple((0, 1, n) for n in shape), tuple(range(len(shape)))
+
+
+def _ordered(vdims: tuple[int, ...]) -> bool:
+    real = [d for d in vdims if d >= 0]
+    return real == sorted(real)
+
+
+def _reshape_shape(size: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    if shape.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    known = int(np.prod([s for s in shape if s != -1]))
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    if int(np.prod(shape)) != size:
+        raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+    return shape
+
+
+# ---------------------------------------------------------------------------- construction helpers
+
+
+def asarray(obj: Any, dtype: Any = None) -> LazyArray:
+    """A device array from a LazyArray, NumPy array, CuPy array, scalar or nested list."""
+    if isinstance(obj, LazyArray):
+        return obj if dtype is None or np.dtype(dtype) == obj.dtype else obj.astype(dtype)
+    sess = session()
+    if type(obj).__module__.startswith("cupy") and sess.runtime.kind == "cuda":
+        dt = check_dtype(dtype or obj.dtype)
+        data = sess.runtime.from_xp(obj.astype(dt, copy=False))
+        return LazyArray.wrap(Buffer(data, tuple(obj.shape), dt))
+    if type(obj).__module__.startswith("cupy"):
+        obj = obj.get()
+    host = np.asarray(obj, dtype=dtype)
+    if host.dtype == np.float16 or host.dtype.kind in "c":
+        check_dtype(host.dtype)
+    if dtype is None and host.dtype not in SUPPORTED_SET:
+        host = host.astype(_default_for(host.dtype))
+    dt = check_dtype(host.dtype)
+    return LazyArray.wrap(Buffer(sess.runtime.upload(host), host.shape, dt))
+
+
+def _default_for(dt: np.dtype) -> np.dtype:
+    """Unsupported integer widths are widened the way NumPy would compute with them."""
+    if dt.kind == "i":
+        return np.dtype(np.int64) if dt.itemsize > 4 else np.dtype(np.int32)
+    if dt.kind == "u":
+        return np.dtype(np.int64)
+    return dt
+
+
+def _operand(o: Any) -> Any:
+    if isinstance(o, (LazyArray, PyScalar, np.generic)):
+        return o
+    if isinstance(o, np.ndarray) and o.ndim == 0:
+        return o[()]
+    return asarray(o)
+
+
+def apply(name: str, *operands: Any) -> LazyArray:
+    """Record ``np.<name>(*operands)`` element-wise (broadcasting, NumPy's dtype rules); eager if unknown."""
+    if name not in ops.UFUNCS:
+        from adaptune.lang.fallback import eager
+
+        return eager(name, getattr(np, name), *operands)
+    ops_in = [_operand(o) for o in operands]
+    keys = [o.dtype if isinstance(o, LazyArray) else np.dtype(type(o)) if isinstance(o, np.generic) else o
+            for o in ops_in]
+    out, compute = ops.resolve(name, keys)
+    if out not in SUPPORTED_SET:
+        check_dtype(out)
+    kinds = ops.UFUNCS[name][2]
+    if compute.kind not in kinds and not (compute.kind == "b" and name in ops.BOOL_OPS):
+        from adaptune.lang.fallback import eager
+
+        return eager(f"{name} on {compute.name}", getattr(np, name), *ops_in)
+    shapes = [o.shape for o in ops_in if isinstance(o, LazyArray)]
+    shape = shapes[0] if shapes and all(s == shapes[0] for s in shapes) else np.broadcast_shapes(*shapes)
+    children: list[Node] = []
+    for o in ops_in:
+        if isinstance(o, LazyArray):
+            children.append(o.broadcast_to(shape).node())
+        else:
+            children.append(Scalar(o, o.dtype if isinstance(o, np.generic) else compute))
+    return LazyArray.wrap(Map(name, tuple(children), shape, out, compute))
+
+
+def _power(a: LazyArray, o: Any) -> LazyArray:
+    if isinstance(o, numbers.Integral) and not isinstance(o, bool) and 0 <= int(o) <= 4:
+        if int(o) == 0:
+            return apply("add", apply("multiply", a, 0), 1)
+        result = a
+        for _ in range(int(o) - 1):
+            result = apply("multiply", result, a)
+        return result
+    return apply("power", a, o)
+
+
+def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= int(a) < ndim:
+            raise np.exceptions.AxisError(int(a), ndim)
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError("duplicate value in 'axis'")
+    return tuple(sorted(out))
+
+
+def reduce(op: str, a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> LazyArray:
+    """``np.<op>.reduce`` over ``axis`` (None: all), NumPy's result dtype, fused with ``a``'s producer."""
+    a = a if isinstance(a, LazyArray) else asarray(a)
+    axes = normalize_axes(axis, a.ndim)
+    src = a.node()
+    if dtype is not None:
+        dt = check_dtype(dtype)
+        if dt != src.dtype:
+            src = Map("cast", (src,), src.shape, dt, src.dtype)
+    out_dt = ops.reduce_dtype(op, src.dtype)
+    if op in ("logical_or", "logical_and"):
+        src = Map("cast", (src,), src.shape, np.dtype(np.bool_), src.dtype) if src.dtype != np.bool_ else src
+        out_dt = np.dtype(np.bool_)
+    length = int(np.prod([a.shape[d] for d in axes]))
+    if length == 0 and op in ("maximum", "minimum"):
+        raise ValueError(f"zero-size array to reduction operation {op} which has no identity")
+    if not axes:
+        result = LazyArray.wrap(Map("cast", (src,), src.shape, out_dt, src.dtype))
+    else:
+        result = LazyArray.wrap(Reduce(op, src, axes, out_dt))
+    if keepdims:
+        result = result.reshape(tuple(1 if d in axes else n for d, n in enumerate(a.shape)))
+    return result
+
+
+def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> LazyArray:
+    a = a if isinstance(a, LazyArray) else asarray(a)
+    axes = normalize_axes(axis, a.ndim)
+    count = int(np.prod([a.shape[d] for d in axes]))
+    acc = dtype or (np.float64 if a.dtype.kind in "biu" else a.dtype)
+    total = reduce("add", a, axis, dtype=acc, keepdims=keepdims)
+    return apply("true_divide", total, float(count)) if count else apply("multiply", total, float("nan"))
+
+
+def dot(a: Any, b: Any) -> LazyArray:
+    """Matrix product through the vendor library (cuBLAS via CuPy; NumPy's BLAS on the OpenCL device)."""
+    from adaptune.lang.fallback import library
+
+    return library("matmul", lambda x, y: x @ y, a, b)

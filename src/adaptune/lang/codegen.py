@@ -1,0 +1,491 @@
+"""Code generation: a fused group of IR nodes -> one kernel in the portable dialect (CUDA and OpenCL C).
+
+Every node is evaluated at an *index* (flat, or one expression per dimension) into a local variable;
+a (node, index) pair is emitted once (common subexpressions are shared), so a Black-Scholes kernel
+computes ``d1`` once for both outputs and a stencil loads each shifted view once. Shapes, strides and
+offsets are compile-time constants (the compile cache is keyed by them anyway), which turns index
+division into multiply-shift and lets the compiler fold the address arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from adaptune.lang import ops
+from adaptune.lang.ir import Buffer, Map, Node, Reduce, Scalar, Update, View, contiguous_strides, ctype
+
+INT32_LIMIT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Index:
+    """Where a node is evaluated: ``flat`` (C-order over ``shape``) and/or ``multi`` (one per dim)."""
+
+    shape: tuple[int, ...]
+    flat: str | None = None
+    multi: tuple[str, ...] | None = None
+
+    @property
+    def key(self) -> str:
+        return f"f{self.flat}" if self.flat is not None else "m" + ",".join(self.multi or ())
+
+
+@dataclass
+class Ctx:
+    """Statement buffer with lexical scopes (for common-subexpression reuse) and the kernel's arguments."""
+
+    external: set[int]  # ids of nodes read from memory (buffers and nodes materialised by earlier kernels)
+    idx_t: str = "idx_t"  # typedef'd per kernel to i32, or i64 when an extent exceeds 2**31 - 1
+    lines: list[str] = field(default_factory=list)
+    scopes: list[dict[Any, str]] = field(default_factory=lambda: [{}])
+    inputs: list[Node] = field(default_factory=list)  # external nodes, in argument order
+    scalars: list[Node] = field(default_factory=list)
+    names: dict[int, str] = field(default_factory=dict)
+    counter: int = 0
+    indent: int = 1
+
+    def tmp(self, prefix: str = "v") -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.indent + line)
+
+    def lookup(self, key: Any) -> str | None:
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    def remember(self, key: Any, value: str) -> str:
+        self.scopes[-1][key] = value
+        return value
+
+    def push(self) -> None:
+        self.scopes.append({})
+        self.indent += 1
+
+    def pop(self) -> None:
+        self.scopes.pop()
+        self.indent -= 1
+
+    def arg(self, node: Node) -> str:
+        name = self.names.get(id(node))
+        if name is None:
+            if isinstance(node, Scalar):
+                name = f"s{len(self.scalars)}"
+                self.scalars.append(node)
+            else:
+                name = f"b{len(self.inputs)}"
+                self.inputs.append(node)
+            self.names[id(node)] = name
+        return name
+
+    # ------------------------------------------------------------------------- indices
+
+    def flat(self, idx: Index) -> str:
+        if idx.flat is not None:
+            return idx.flat
+        terms = [f"{m} * {s}" if s != 1 else m
+                 for m, n, s in zip(idx.multi or (), idx.shape, contiguous_strides(idx.shape), strict=True)
+                 if n != 1]
+        return "(" + " + ".join(terms) + ")" if terms else "0"
+
+    def multi(self, idx: Index) -> tuple[str, ...]:
+        if idx.multi is not None:
+            return idx.multi
+        key = ("unravel", idx.key)
+        hit = self.lookup(key)
+        if hit is not None:
+            return tuple(hit.split("|"))
+        out: list[str] = []
+        rest = idx.flat or "0"
+        names = []
+        for d in range(len(idx.shape) - 1, -1, -1):
+            n = idx.shape[d]
+            if n == 1:
+                out.append("0")
+                continue
+            name = self.tmp("i")
+            if d == 0 or all(m == 1 for m in idx.shape[:d]):
+                self.emit(f"const {self.idx_t} {name} = {rest};")
+            else:
+                self.emit(f"const {self.idx_t} {name} = ({rest}) % {n};")
+                nxt = self.tmp("q")
+                self.emit(f"const {self.idx_t} {nxt} = ({rest}) / {n};")
+                rest = nxt
+            out.append(name)
+            names.append(name)
+        result = tuple(reversed(out))
+        self.remember(key, "|".join(result))
+        return result
+
+
+def convert(expr: str, dtype: np.dtype) -> str:
+    """C conversion with NumPy's meaning (anything non-zero is True)."""
+    if dtype == np.bool_:
+        return f"(u8)(({expr}) != 0)"
+    return f"({ctype(dtype)})({expr})"
+
+
+def address(ctx: Ctx, view: View, idx: Index) -> str:
+    """Element offset of ``view`` at ``idx`` in its source's flat layout."""
+    if view.strides == contiguous_strides(view.shape) and idx.flat is not None:
+        return f"({view.offset} + {idx.flat})" if view.offset else idx.flat
+    multi = ctx.multi(idx)
+    terms = [str(view.offset)] if view.offset else []
+    for m, n, s in zip(multi, view.shape, view.strides, strict=True):
+        if n == 1 or s == 0:
+            continue
+        terms.append(m if s == 1 else f"{m} * {s}" if s > 0 else f"{m} * ({s})")
+    return "(" + " + ".join(terms) + ")" if terms else "0"
+
+
+def value(ctx: Ctx, node: Node, idx: Index) -> str:
+    """Emit the statements computing ``node`` at ``idx``; return the variable (or argument) holding it."""
+    if isinstance(node, Scalar):
+        return ctx.arg(node)
+    key = (id(node), idx.key)
+    hit = ctx.lookup(key)
+    if hit is not None:
+        return hit
+    t = ctype(node.dtype)
+    if id(node) in ctx.external:
+        name = ctx.arg(node)
+        var = ctx.tmp()
+        ctx.emit(f"const {t} {var} = {name}[{ctx.flat(idx)}];")
+        return ctx.remember(key, var)
+    if isinstance(node, View):
+        src = node.children[0]
+        if isinstance(src, Scalar):
+            return ctx.arg(src)
+        addr = address(ctx, node, idx)
+        if id(src) in ctx.external:
+            akey = (id(src), "@" + addr)
+            hit = ctx.lookup(akey)
+            if hit is None:
+                var = ctx.tmp()
+                ctx.emit(f"const {t} {var} = {ctx.arg(src)}[{addr}];")
+                hit = ctx.remember(akey, var)
+            return ctx.remember(key, hit)
+        return ctx.remember(key, value(ctx, src, Index(src.shape, flat=addr)))
+    if isinstance(node, Map):
+        name = ops.BOOL_OPS.get(node.op, node.op) if node.compute == np.bool_ else node.op
+        _, template, _ = ops.UFUNCS[name]
+        cdt = node.compute
+        args = []
+        for i, child in enumerate(node.children):
+            v = value(ctx, child, idx)
+            want = np.dtype(np.bool_) if (node.op == "where" and i == 0) else cdt
+            args.append(v if child.dtype == want else convert(v, want))
+        expr = template(args, cdt)
+        var = ctx.tmp()
+        ctx.emit(f"const {t} {var} = {convert(expr, node.dtype)};")
+        return ctx.remember(key, var)
+    if isinstance(node, Update):
+        return ctx.remember(key, _update(ctx, node, idx))
+    if isinstance(node, Buffer | Reduce):
+        raise AssertionError(f"{type(node).__name__} must be materialised before it is read")
+    raise TypeError(f"cannot generate code for {type(node).__name__}")
+
+
+def _update(ctx: Ctx, node: Update, idx: Index) -> str:
+    old, val = node.children
+    t = ctype(node.dtype)
+    var = ctx.tmp("u")
+    if node.full:
+        if node.rng is not None:
+            vidx = Index(val.shape, flat=ctx.flat(idx))
+        else:
+            vidx = Index(val.shape, flat=idx.flat, multi=_value_multi(ctx, node, idx))
+        v = value(ctx, val, vidx)
+        ctx.emit(f"const {t} {var} = {v if val.dtype == node.dtype else convert(v, node.dtype)};")
+        return var
+    if node.strided is not None:
+        return _update_strided(ctx, node, idx, var)
+    if node.rng is not None:
+        f = ctx.flat(idx)
+        ctx.emit(f"{t} {var};")
+        ctx.emit(f"if ({f} >= {node.rng} && {f} < {node.rng + val.size}) {{")
+        ctx.push()
+        v = value(ctx, val, Index(val.shape, flat=f"({f} - {node.rng})"))
+        ctx.emit(f"{var} = {v if val.dtype == node.dtype else convert(v, node.dtype)};")
+        ctx.pop()
+        ctx.emit("} else {")
+        ctx.push()
+        ctx.emit(f"{var} = {value(ctx, old, idx)};")
+        ctx.pop()
+        ctx.emit("}")
+        return var
+    multi = ctx.multi(idx)
+    conds, rel = [], []
+    for m, (start, step, count) in zip(multi, node.region, strict=True):
+        if m == "0":  # a dimension of length 1: decide here, not in the kernel
+            if start != 0 or count < 1:
+                conds.append("0")
+            rel.append("0")
+            continue
+        if step == 1:
+            r = f"({m} - {start})" if start else m
+            if start:
+                conds.append(f"{m} >= {start}")
+            conds.append(f"{m} < {start + count}")
+        else:
+            sgn = 1 if step > 0 else -1
+            d = f"(({m} - {start}) * {sgn})" if sgn > 0 else f"({start} - {m})"
+            conds.append(f"{d} >= 0")
+            conds.append(f"{d} % {abs(step)} == 0")
+            conds.append(f"{d} / {abs(step)} < {count}")
+            r = f"({d} / {abs(step)})"
+        rel.append(r)
+    vmulti = tuple(rel[d] if d >= 0 else "0" for d in node.vdims)
+    ctx.emit(f"{t} {var};")
+    ctx.emit(f"if ({' && '.join(conds) or '1'}) {{")
+    ctx.push()
+    v = value(ctx, val, Index(val.shape, multi=vmulti))
+    ctx.emit(f"{var} = {v if val.dtype == node.dtype else convert(v, node.dtype)};")
+    ctx.pop()
+    ctx.emit("} else {")
+    ctx.push()
+    o = value(ctx, old, idx)
+    ctx.emit(f"{var} = {o};")
+    ctx.pop()
+    ctx.emit("}")
+    return var
+
+
+def _update_strided(ctx: Ctx, node: Update, idx: Index, var: str) -> str:
+    """Update through any injective view: invert flat -> view index by nested division."""
+    old, val = node.children
+    strides, offset = node.strided
+    t = ctype(node.dtype)
+    base = offset + sum((n - 1) * s for n, s in zip(val.shape, strides, strict=True) if s < 0)
+    dims = sorted((d for d, n in enumerate(val.shape) if n != 1), key=lambda d: -abs(strides[d]))
+    rel = ctx.tmp("r")
+    ctx.emit(f"{ctx.idx_t} {rel} = {ctx.flat(idx)} - {base};")
+    inside = ctx.tmp("ok")
+    ctx.emit(f"const i32 {inside} = {rel} >= 0;")
+    conds = [inside]
+    multi = ["0"] * len(val.shape)
+    for d in dims:
+        s, n = strides[d], val.shape[d]
+        i = ctx.tmp("j")
+        ctx.emit(f"const {ctx.idx_t} {i} = {rel} / {abs(s)};")
+        ctx.emit(f"{rel} -= {i} * {abs(s)};")
+        conds.append(f"{i} < {n}")
+        multi[d] = i if s > 0 else f"({n - 1} - {i})"
+    conds.append(f"{rel} == 0")
+    ctx.emit(f"{t} {var};")
+    ctx.emit(f"if ({' && '.join(conds)}) {{")
+    ctx.push()
+    v = value(ctx, val, Index(val.shape, multi=tuple(multi)))
+    ctx.emit(f"{var} = {v if val.dtype == node.dtype else convert(v, node.dtype)};")
+    ctx.pop()
+    ctx.emit("} else {")
+    ctx.push()
+    ctx.emit(f"{var} = {value(ctx, old, idx)};")
+    ctx.pop()
+    ctx.emit("}")
+    return var
+
+
+def _value_multi(ctx: Ctx, node: Update, idx: Index) -> tuple[str, ...] | None:
+    if node.vdims == tuple(range(len(node.shape))) and idx.flat is not None:
+        return None
+    multi = ctx.multi(idx)
+    return tuple(multi[d] if d >= 0 else "0" for d in node.vdims)
+
+
+def index_type(*sizes: int) -> str:
+    return "i32" if max(sizes, default=0) <= INT32_LIMIT else "i64"
+
+
+def signature(ctx: Ctx, outputs: list[tuple[str, np.dtype]]) -> str:
+    params = [f"GLOBAL const {ctype(n.dtype)}* RESTRICT {ctx.names[id(n)]}" for n in ctx.inputs]
+    params += [f"const {'u8' if n.dtype == np.bool_ else ctype(n.dtype)} {ctx.names[id(n)]}" for n in ctx.scalars]
+    params += [f"GLOBAL {ctype(dt)}* RESTRICT {name}" for name, dt in outputs]
+    return ", ".join(params)
+
+
+def _sizes(ctx: Ctx) -> list[int]:
+    return [n.size for n in ctx.inputs]
+
+
+def elementwise(outputs: list[Node], external: set[int]) -> tuple[str, Ctx]:
+    """One kernel computing every node of ``outputs`` (same shape) at each flat index ``gid``."""
+    shape = outputs[0].shape
+    n = int(np.prod(shape))
+    ctx = Ctx(external=external)
+    idx = Index(shape, flat="gid")
+    stores = []
+    for k, node in enumerate(outputs):
+        v = value(ctx, node, idx)
+        stores.append(f"o{k}[gid] = {v};")
+    idx_t = index_type(n, *_sizes(ctx))
+    body = "\n".join(ctx.lines)
+    sig = signature(ctx, [(f"o{k}", node.dtype) for k, node in enumerate(outputs)])
+    src = (f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n"
+           "    const idx_t gid = (idx_t)GROUP_ID() * (idx_t)GROUP_SIZE() + (idx_t)LID();\n"
+           f"    if (gid >= {n}) return;\n{body}\n" + "".join(f"    {s}\n" for s in stores) + "}\n")
+    return src, ctx
+
+
+# ----------------------------------------------------------------------------------- reductions
+
+REDUCE_VARIANTS = ("thread_per_output", "tree", "segmented", "two_pass")
+
+
+@dataclass(frozen=True)
+class ReduceShape:
+    """A reduction reordered as (outputs x length): the features the variant choice depends on."""
+
+    n_out: int
+    length: int
+    stride: int  # distance in the source's flat layout between consecutive reduced elements (innermost)
+    kept: tuple[int, ...]
+    axes: tuple[int, ...]
+    src_shape: tuple[int, ...]
+
+
+def reduce_shape(node: Reduce) -> ReduceShape:
+    src = node.children[0]
+    axes = tuple(sorted(node.axes))
+    kept = tuple(d for d in range(len(src.shape)) if d not in axes)
+    cs = contiguous_strides(src.shape)
+    real_axes = [a for a in axes if src.shape[a] != 1]
+    stride = cs[real_axes[-1]] if real_axes else 1
+    return ReduceShape(node.size, node.length, stride, kept, axes, src.shape)
+
+
+def _reduce_index(ctx: Ctx, rs: ReduceShape, o: str, r: str, o_multi: tuple[str, ...] | None) -> Index:
+    """The source index of (output o, reduced position r)."""
+    nd = len(rs.src_shape)
+    if rs.n_out == 1 and all(rs.src_shape[d] == 1 for d in rs.kept):
+        return Index(rs.src_shape, flat=r)
+    if rs.axes == tuple(range(nd - len(rs.axes), nd)):
+        return Index(rs.src_shape, flat=f"({o} * {rs.length} + {r})")
+    if rs.axes == tuple(range(len(rs.axes))):
+        return Index(rs.src_shape, flat=f"({r} * {rs.n_out} + {o})")
+    red_shape = tuple(rs.src_shape[a] for a in rs.axes)
+    r_multi = ctx.multi(Index(red_shape, flat=r))
+    multi = [""] * nd
+    for d, m in zip(rs.kept, o_multi or (), strict=True):
+        multi[d] = m
+    for d, m in zip(rs.axes, r_multi, strict=True):
+        multi[d] = m
+    return Index(rs.src_shape, multi=tuple(multi))
+
+
+def _o_multi(ctx: Ctx, rs: ReduceShape, o: str) -> tuple[str, ...] | None:
+    nd = len(rs.src_shape)
+    if rs.n_out == 1 or rs.axes == tuple(range(nd - len(rs.axes), nd)) or rs.axes == tuple(range(len(rs.axes))):
+        return None
+    return ctx.multi(Index(tuple(rs.src_shape[d] for d in rs.kept), flat=o))
+
+
+def _accumulate(ctx: Ctx, nodes: list[Reduce], rs: ReduceShape, o: str, r: str, o_multi) -> None:
+    """One loop body: every reduction's producer at (o, r), inlined once (shared subexpressions computed once)."""
+    ctx.push()
+    index = _reduce_index(ctx, rs, o, r, o_multi)
+    for k, node in enumerate(nodes):
+        src = node.children[0]
+        v = value(ctx, src, index)
+        if src.dtype != node.dtype:
+            v = convert(v, node.dtype)
+        ctx.emit(f"acc{k} = {ops.combine(node.op, f'acc{k}', v, node.dtype)};")
+    ctx.pop()
+
+
+def _tree(ctx: Ctx, nodes: list[Reduce], lanes: str, lane: str, base: str) -> None:
+    """Compact tree in shared memory over ``lanes`` consecutive slots starting at ``base`` (uniform barriers)."""
+    ctx.emit(f"for (u32 s = {lanes} / 2; s > 0; s >>= 1) {{")
+    ctx.emit(f"    if ({lane} < s) {{")
+    for k, node in enumerate(nodes):
+        a, b = f"sm{k}[{base} + {lane}]", f"sm{k}[{base} + {lane} + s]"
+        ctx.emit(f"        {a} = {ops.combine(node.op, a, b, node.dtype)};")
+    ctx.emit("    }")
+    ctx.emit("    BARRIER();")
+    ctx.emit("}")
+
+
+def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, block: int, seg: int = 32,
+              parts: int = 1) -> tuple[str, Ctx]:
+    """Source of one reduction kernel (for ``two_pass``, the first pass: ``parts`` partials per output).
+
+    ``nodes``: one reduction, or several over the same shape and axes (one kernel, one accumulator and one
+    output each, their producers sharing common subexpressions: n-body's three force components).
+    Variants (seed 002, ch. 3 and 6): ``thread_per_output`` (a sequential loop per work-item; coalesced
+    when the reduced axis is not the innermost), ``tree`` (a work-group per output, strided loads then a
+    shared-memory tree), ``segmented`` (``seg`` work-items per output, several outputs per group) and
+    ``two_pass`` (``parts`` work-groups per output write partials; a second tree kernel finishes).
+    """
+    if variant not in REDUCE_VARIANTS:
+        raise ValueError(f"unknown reduction variant {variant!r}; known: {', '.join(REDUCE_VARIANTS)}")
+    nodes = [nodes] if isinstance(nodes, Reduce) else list(nodes)
+    rs = reduce_shape(nodes[0])
+    ctx = Ctx(external=external)
+    i = ctx.idx_t
+    head: list[str] = []
+    inits = [f"{ctype(n.dtype)} acc{k} = {ops.identity(n.op, n.dtype)};" for k, n in enumerate(nodes)]
+    if variant == "thread_per_output":
+        head = [f"const {i} o = ({i})GROUP_ID() * ({i})GROUP_SIZE() + ({i})LID();",
+                f"if (o >= {rs.n_out}) return;"]
+        ctx.lines = []
+        o_multi = _o_multi(ctx, rs, "o")
+        for line in inits:
+            ctx.emit(line)
+        ctx.emit(f"for ({i} r = 0; r < {rs.length}; ++r) {{")
+        _accumulate(ctx, nodes, rs, "o", "r", o_multi)
+        ctx.emit("}")
+        for k in range(len(nodes)):
+            ctx.emit(f"out{k}[o] = acc{k};")
+    else:
+        if variant == "tree":
+            lanes, lane, base, o_expr, lo, hi, step = str(block), "lid", "0", f"({i})GROUP_ID()", "lid", \
+                str(rs.length), str(block)
+        elif variant == "segmented":
+            lanes, lane, base = str(seg), "lane", "(lid - lane)"
+            o_expr = f"({i})GROUP_ID() * {block // seg} + ({i})(lid / {seg})"
+            lo, hi, step = "lane", str(rs.length), str(seg)
+        else:  # two_pass, first pass
+            chunk = -(-rs.length // parts)
+            lanes, lane, base = str(block), "lid", "0"
+            o_expr = f"({i})(GROUP_ID() / {parts})"
+            lo = f"({i})(GROUP_ID() % {parts}) * {chunk} + lid"
+            hi = f"(({i})(GROUP_ID() % {parts}) * {chunk} + {chunk} < {rs.length} ? " \
+                 f"({i})(GROUP_ID() % {parts}) * {chunk} + {chunk} : {rs.length})"
+            step = str(block)
+        head = [f"SHARED {ctype(n.dtype)} sm{k}[{block}];" for k, n in enumerate(nodes)]
+        head.append("const u32 lid = LID();")
+        if variant == "segmented":
+            head.append(f"const u32 lane = lid % {seg};")
+        head.append(f"const {i} o = {o_expr};")
+        ctx.lines = []
+        for line in inits:
+            ctx.emit(line)
+        ctx.emit(f"if (o < {rs.n_out}) {{")
+        ctx.push()
+        o_multi = _o_multi(ctx, rs, "o")
+        ctx.emit(f"const {i} hi = {hi};")
+        ctx.emit(f"for ({i} r = {lo}; r < hi; r += {step}) {{")
+        _accumulate(ctx, nodes, rs, "o", "r", o_multi)
+        ctx.emit("}")
+        ctx.pop()
+        ctx.emit("}")
+        for k in range(len(nodes)):
+            ctx.emit(f"sm{k}[lid] = acc{k};")
+        ctx.emit("BARRIER();")
+        _tree(ctx, nodes, lanes, lane, base)
+        target = "GROUP_ID()" if variant == "two_pass" else "o"
+        ctx.emit(f"if ({lane} == 0 && o < {rs.n_out}) {{")
+        for k in range(len(nodes)):
+            ctx.emit(f"    out{k}[{target}] = sm{k}[{base}];")
+        ctx.emit("}")
+    sig = signature(ctx, [(f"out{k}", n.dtype) for k, n in enumerate(nodes)])
+    body = "\n".join(ctx.lines)
+    idx_t = index_type(rs.n_out * rs.length * max(parts, 1), *_sizes(ctx))
+    src = f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n" + "".join(f"    {h}\n" for h in head) + body + "\n}\n"
+    return src, ctx

@@ -1,0 +1,331 @@
+"""Fusion: partition a flushed trace into kernels, build a launch plan, cache plans by the trace's structure.
+
+Rules (seed 002's greedy fuser, with array contraction):
+* a node is *materialised* (written to memory) only if a live array needs it, it is a reduction, it is
+  read through a shifting view (a stencil would otherwise recompute it per neighbour), or several
+  consumers share a large expression; everything else is inlined as registers (never allocated);
+* materialised element-wise nodes of one shape whose dependencies are all pointwise share one kernel
+  (so Black-Scholes' call and put come out of one kernel that computes ``d1`` once);
+* each reduction is one kernel (two for ``two_pass``), with its element-wise producer inlined.
+
+The plan cache key is the linearised DAG without data: node descriptions (op, dtype, shape, view),
+edges, which leaves are the same buffer, and which nodes are roots. A steady-state loop therefore hits
+the cache on every flush and pays only the linearisation, the look-up and the launches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from adaptune.lang import codegen
+from adaptune.lang.ir import Buffer, Map, Node, Reduce, Scalar, Update, View, count_ops, is_identity_view
+from adaptune.lang.runtime import Runtime, storage_dtype
+
+MAX_FUSED_REDUCTIONS = 4  # accumulators per reduction kernel (shared memory: one block-sized array each)
+SHARED_INLINE_LIMIT = 24  # a node used by several consumers is recomputed only if it is this small
+
+
+def linearise(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int], tuple]:
+    """Post-order of the DAG under ``roots`` and its structure key, in one iterative pass.
+
+    The key holds, per node, its description and its children's positions, and the roots' positions:
+    the trace without its data. Iterative, so deep traces never hit the recursion limit.
+    """
+    order: list[Node] = []
+    pos: dict[int, int] = {}
+    items: list[tuple] = []
+    for root in roots:
+        if id(root) in pos:
+            continue
+        stack = [root]
+        while stack:
+            node = stack[-1]
+            waiting = False
+            for c in node.children:
+                if id(c) not in pos:
+                    stack.append(c)
+                    waiting = True
+            if waiting:
+                continue
+            stack.pop()
+            if id(node) in pos:
+                continue
+            pos[id(node)] = len(order)
+            order.append(node)
+            k = node._key
+            if k is None:
+                k = node._key = node.desc()
+            items.append((k, tuple([pos[id(c)] for c in node.children])))
+    return order, pos, (tuple(items), tuple([pos[id(r)] for r in roots]))
+
+
+@dataclass
+class Step:
+    """One launch: arguments are (kind, slot): 'in' = trace position, 'tmp' = plan temporary.
+
+    ``items`` is the number of work-items the kernel needs (element-wise kernels: the output size), so
+    the work-group size can be retuned without regenerating the kernel; 0 = the geometry is fixed.
+    """
+
+    launch: Callable[[int, int, Sequence[Any]], None]
+    grid: int
+    block: int
+    args: list[tuple[str, int]]
+    outputs: list[tuple[str, int, int, np.dtype]]  # (kind, slot, n elements, dtype)
+    what: str
+    source: str
+    bytes: int
+    items: int = 0
+
+
+@dataclass
+class Plan:
+    steps: list[Step]
+    n_tmp: int
+    root_slots: list[int]
+    scalar_slots: list[int]
+    leaf_slots: list[int]
+    kernels: int = 0
+    bytes: int = 0
+    reductions: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _materialised(order: list[Node], pos: dict[int, int], roots: Sequence[Node]) -> set[int]:
+    uses: dict[int, int] = {}
+    shifted: set[int] = set()
+    for n in order:
+        for c in n.children:
+            uses[id(c)] = uses.get(id(c), 0) + 1
+        if isinstance(n, View) and not n.bcast and not is_identity_view(n):
+            shifted.add(id(n.children[0]))
+    out = {id(r) for r in roots if not isinstance(r, Buffer | Scalar)}
+    for n in order:
+        if isinstance(n, Buffer | Scalar):
+            continue
+        if isinstance(n, Reduce) or id(n) in shifted or uses.get(id(n), 0) > 1 and not isinstance(n, View) and count_ops(n) > SHARED_INLINE_LIMIT:
+            out.add(id(n))
+    # a view that is itself materialised (a copy of a shifted view) needs its source only as a leaf
+    return out
+
+
+def _deps(node: Node, mat: set[int]) -> list[tuple[Node, bool]]:
+    """Materialised nodes (or buffers) read while inlining ``node``; True if reached pointwise only."""
+    out: list[tuple[Node, bool]] = []
+    seen: set[tuple[int, bool]] = set()
+    stack: list[tuple[Node, bool]] = [(c, _pointwise(node, i)) for i, c in enumerate(node.children)]
+    while stack:
+        n, pw = stack.pop()
+        if (id(n), pw) in seen or isinstance(n, Scalar):
+            continue
+        seen.add((id(n), pw))
+        if id(n) in mat or isinstance(n, Buffer):
+            out.append((n, pw))
+            continue
+        stack.extend((c, pw and _pointwise(n, i)) for i, c in enumerate(n.children))
+    return out
+
+
+def _pointwise(parent: Node, i: int) -> bool:
+    if isinstance(parent, Map):
+        return True
+    if isinstance(parent, View):
+        return is_identity_view(parent)
+    if isinstance(parent, Update):
+        return i == 0 or parent.full and parent.children[1].shape == parent.shape
+    return False
+
+
+def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime: Runtime,
+          choose: Callable[[codegen.ReduceShape, Reduce, Runtime], tuple[str, dict[str, int]]]) -> Plan:
+    """Partition, generate and compile; ``choose`` picks a reduction variant and its parameters."""
+    mat = _materialised(order, pos, roots)
+    deps = {id(n): _deps(n, mat) for n in order if id(n) in mat}
+    level = _levels(order, mat, deps, {})
+    # reductions over one shape and axes run at the latest level any of them needs, so they share a kernel
+    latest: dict[tuple, int] = {}
+    for n in order:
+        if isinstance(n, Reduce):
+            rkey = (n.children[0].shape, n.axes)
+            latest[rkey] = max(latest.get(rkey, 0), level[id(n)])
+    floors = {id(n): latest[(n.children[0].shape, n.axes)] for n in order if isinstance(n, Reduce)}
+    level = _levels(order, mat, deps, floors)
+    groups: dict[tuple, list[Node]] = {}
+    for n in order:
+        if id(n) not in mat:
+            continue
+        lv = level[id(n)]
+        if isinstance(n, Reduce):  # up to MAX_FUSED_REDUCTIONS accumulators per kernel
+            rkey = (n.children[0].shape, n.axes)
+            gkey = (lv, "reduce", (rkey, 0))
+            while len(groups.get(gkey, ())) >= MAX_FUSED_REDUCTIONS:
+                gkey = (lv, "reduce", (rkey, gkey[2][1] + 1))
+        else:
+            gkey = (lv, "map", n.shape)
+        groups.setdefault(gkey, []).append(n)
+    steps: list[Step] = []
+    slot_of: dict[int, tuple[str, int]] = {}
+    for r in order:
+        if isinstance(r, Buffer | Scalar):
+            slot_of[id(r)] = ("in", pos[id(r)])
+    n_tmp = 0
+    reductions: list[dict[str, Any]] = []
+    for gkey in sorted(groups, key=lambda k: (k[0], k[1], str(k[2]))):
+        nodes = groups[gkey]
+        external = {i for i in mat if all(i != id(m) for m in nodes)} | \
+            {id(n) for n in order if isinstance(n, Buffer)}
+        if gkey[1] == "map":
+            src, ctx = codegen.elementwise(nodes, external)
+            outs = []
+            for node in nodes:
+                slot_of[id(node)] = ("tmp", n_tmp)
+                outs.append(("tmp", n_tmp, node.size, node.dtype))
+                n_tmp += 1
+            what = _describe(nodes)
+            block = min(256, runtime.max_block)
+            grid = -(-nodes[0].size // block)
+            steps.append(_step(runtime, src, ctx, outs, slot_of, grid, block, what))
+            steps[-1].items = nodes[0].size
+        else:
+            rs = codegen.reduce_shape(nodes[0])
+            variant, params = choose(rs, nodes[0], runtime)
+            reductions.append({"n_out": rs.n_out, "length": rs.length, "stride": rs.stride,
+                               "variant": variant, "fused": len(nodes), **params})
+            n_tmp = _reduce_steps(nodes, rs, variant, params, external, runtime, steps, slot_of, n_tmp)
+    root_slots = []
+    for r in roots:
+        kind, slot = slot_of[id(r)]
+        root_slots.append(slot if kind == "tmp" else -1 - slot)
+    plan = Plan(steps, n_tmp, root_slots,
+                [pos[id(n)] for n in order if isinstance(n, Scalar)],
+                [pos[id(n)] for n in order if isinstance(n, Buffer)], reductions=reductions)
+    plan.kernels = len(steps)
+    plan.bytes = sum(s.bytes for s in steps)
+    return plan
+
+
+def _levels(order: list[Node], mat: set[int], deps: dict[int, list[tuple[Node, bool]]],
+            floors: dict[int, int]) -> dict[int, int]:
+    """Kernel level of each materialised node: after everything it reads through a non-pointwise edge."""
+    level: dict[int, int] = {}
+    for n in order:
+        if id(n) not in mat:
+            continue
+        lv = floors.get(id(n), 0)
+        for d, pw in deps[id(n)]:
+            if isinstance(d, Buffer) and id(d) not in mat:
+                continue
+            same = pw and not isinstance(n, Reduce) and not isinstance(d, Reduce) and d.shape == n.shape
+            lv = max(lv, level[id(d)] + (0 if same else 1))
+        level[id(n)] = lv
+    return level
+
+
+def _describe(nodes: Sequence[Node]) -> str:
+    names: list[str] = []
+    for n in nodes:
+        stack, seen = [n], set()
+        while stack:
+            m = stack.pop()
+            if id(m) in seen:
+                continue
+            seen.add(id(m))
+            if isinstance(m, Map) and m.op not in names:
+                names.append(m.op)
+            elif isinstance(m, Reduce) and f"{m.op}.reduce" not in names:
+                names.append(f"{m.op}.reduce")
+            elif isinstance(m, Update) and "setitem" not in names:
+                names.append("setitem")
+            if m is n or not isinstance(m, Reduce):
+                stack.extend(m.children)
+    return ", ".join(names) or "copy"
+
+
+def _step(runtime: Runtime, src: str, ctx: codegen.Ctx, outs, slot_of, grid: int, block: int,
+          what: str) -> Step:
+    launch = runtime.compile(src, "at_kernel", what)
+    outs = [(kind, slot, max(int(n), 1), storage_dtype(dt)) for kind, slot, n, dt in outs]
+    args = [slot_of[id(n)] for n in ctx.inputs] + [slot_of[id(n)] for n in ctx.scalars]
+    nbytes = sum(n.size * n.dtype.itemsize for n in ctx.inputs) + sum(k[2] * k[3].itemsize for k in outs)
+    return Step(launch, grid, block, args, outs, what, src, nbytes)
+
+
+def _reduce_steps(nodes: list[Reduce], rs: codegen.ReduceShape, variant: str, params: dict[str, int],
+                  external: set[int], runtime: Runtime, steps: list[Step], slot_of: dict, n_tmp: int) -> int:
+    block = int(params.get("block", 256))
+    what = _describe(nodes)
+    if variant == "thread_per_output":
+        src, ctx = codegen.reduction(nodes, external, variant, block)
+        grid = -(-rs.n_out // block)
+    elif variant == "tree":
+        src, ctx = codegen.reduction(nodes, external, variant, block)
+        grid = rs.n_out
+    elif variant == "segmented":
+        seg = int(params.get("seg", 32))
+        src, ctx = codegen.reduction(nodes, external, variant, block, seg=seg)
+        grid = -(-rs.n_out // (block // seg))
+    else:
+        parts = int(params.get("parts", 0)) or default_parts(rs, block, runtime)
+        src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts)
+        partials = []
+        for node in nodes:
+            partials.append(("tmp", n_tmp, rs.n_out * parts, node.dtype))
+            n_tmp += 1
+        steps.append(_step(runtime, src, ctx, partials, slot_of, rs.n_out * parts, block, what + " (pass 1)"))
+        seconds = []
+        for node, (_, slot, _, _) in zip(nodes, partials, strict=True):
+            buf = Buffer(None, (rs.n_out, parts), node.dtype)
+            slot_of[id(buf)] = ("tmp", slot)
+            seconds.append(Reduce(node.op, buf, (1,), node.dtype))
+        fblock = min(block, max(32, 1 << (parts - 1).bit_length()), runtime.max_block)
+        src, ctx = codegen.reduction(seconds, {id(r.children[0]) for r in seconds}, "tree", fblock)
+        outs = []
+        for node in nodes:
+            slot_of[id(node)] = ("tmp", n_tmp)
+            outs.append(("tmp", n_tmp, rs.n_out, node.dtype))
+            n_tmp += 1
+        steps.append(_step(runtime, src, ctx, outs, slot_of, rs.n_out, fblock, what + " (pass 2)"))
+        return n_tmp
+    outs = []
+    for node in nodes:
+        slot_of[id(node)] = ("tmp", n_tmp)
+        outs.append(("tmp", n_tmp, rs.n_out, node.dtype))
+        n_tmp += 1
+    steps.append(_step(runtime, src, ctx, outs, slot_of, grid, block, what))
+    return n_tmp
+
+
+def default_parts(rs: codegen.ReduceShape, block: int, runtime: Runtime) -> int:
+    """Work-groups per output for ``two_pass``: enough to fill the device (about 2048 work-items per SM)."""
+    want = max(1, runtime.multiprocessors * 2048 // block // max(rs.n_out, 1))
+    return max(1, min(want, -(-rs.length // block), 4096))
+
+
+def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = None) -> list[Any]:
+    """Launch the plan's kernels; return the device buffers of the roots (``record`` gets (step, args))."""
+    tmp: list[Any] = [None] * plan.n_tmp
+    alloc = runtime.alloc
+    for step in plan.steps:
+        for _, slot, n, dtype in step.outputs:
+            tmp[slot] = alloc(n, dtype)
+        args = []
+        for kind, slot in step.args:
+            if kind == "tmp":
+                args.append(tmp[slot])
+            else:
+                node = order[slot]
+                args.append(node.data if isinstance(node, Buffer) else _scalar_arg(node))
+        args.extend(tmp[slot] for _, slot, _, _ in step.outputs)
+        if step.grid:  # an empty array launches nothing (CUDA refuses a zero-sized grid)
+            step.launch(step.grid, step.block, args)
+        if record is not None:
+            record.append((step, args))
+    return [tmp[s] if s >= 0 else order[-1 - s].data for s in plan.root_slots]
+
+
+def _scalar_arg(node: Node) -> Any:
+    value = node.value  # type: ignore[attr-defined]
+    return np.uint8(value) if node.dtype == np.bool_ else value

@@ -1,0 +1,229 @@
+"""The recorded trace: a small DAG of operations over array views (seed 002's instruction list, as nodes).
+
+Every node has a ``shape`` and a ``dtype`` and is immutable once built, so a node can be shared by many
+arrays and evaluated at most once per flush. Memory is only ever touched through :class:`Buffer` leaves
+(contiguous device storage) read through :class:`View` nodes (shape, strides, offset, in elements).
+Writes never happen in place: ``a[region] = value`` records an :class:`Update` that yields a new
+version of ``a``'s whole base, which the code generator turns into one select-kernel (value inside the
+region, old element outside), i.e. the double-buffered kernel a hand-written Jacobi step would use.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numpy as np
+
+# dtype -> C type of the portable dialect (bool is stored as one byte)
+CTYPES: dict[str, str] = {
+    "bool": "u8", "uint8": "u8", "int32": "i32", "uint32": "u32", "int64": "i64",
+    "float32": "float", "float64": "double",
+}
+SUPPORTED = tuple(np.dtype(n) for n in CTYPES)
+SUPPORTED_SET = frozenset(SUPPORTED)
+
+
+def check_dtype(dtype: Any) -> np.dtype:
+    """The dtype if the compiler supports it; otherwise NumPy's own exception type (TypeError)."""
+    dt = np.dtype(dtype)
+    if dt.name not in CTYPES:
+        raise TypeError(f"adaptune.numpy: dtype {dt.name} is not supported "
+                        f"(supported: {', '.join(CTYPES)})")
+    return dt
+
+
+def ctype(dtype: np.dtype) -> str:
+    return CTYPES[dtype.name]
+
+
+@functools.lru_cache(maxsize=4096)
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+def size_of(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+class Node:
+    """Base class: ``shape``, ``dtype``, ``children`` and a structural description ``desc``."""
+
+    __slots__ = ("shape", "dtype", "children", "_key", "__weakref__")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, children: tuple[Node, ...] = ()) -> None:
+        self.shape = shape
+        self.dtype = dtype
+        self.children = children
+        self._key: tuple | None = None
+
+    @property
+    def key(self) -> tuple:
+        """``desc()``, computed once (a flush hashes it for every node of the trace)."""
+        k = self._key
+        if k is None:
+            k = self._key = self.desc()
+        return k
+
+    @property
+    def size(self) -> int:
+        return size_of(self.shape)
+
+    def desc(self) -> tuple:
+        """Everything about this node except its children and its data (the compile-cache key part)."""
+        raise NotImplementedError
+
+
+class Buffer(Node):
+    """Materialised, contiguous device storage of ``size`` elements (shape is its logical shape)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        super().__init__(shape, dtype)
+        self.data = data
+
+    def desc(self) -> tuple:
+        return ("buf", self.dtype.char, self.shape)
+
+
+class Scalar(Node):
+    """A host scalar passed as a kernel argument (so a changing value never recompiles)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any, dtype: np.dtype) -> None:
+        super().__init__((), dtype)
+        self.value = dtype.type(value)
+
+    def desc(self) -> tuple:
+        return ("scalar", self.dtype.char)
+
+
+class View(Node):
+    """``src`` read through (shape, strides, offset) in units of ``src``'s C-order flat index."""
+
+    __slots__ = ("strides", "offset", "bcast")
+
+    def __init__(self, src: Node, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
+        super().__init__(shape, src.dtype, (src,))
+        self.strides = strides
+        self.offset = offset
+        self.bcast = is_broadcast_view(src.shape, shape, strides, offset)
+
+    def desc(self) -> tuple:
+        return ("view", self.shape, self.strides, self.offset)
+
+
+class Map(Node):
+    """An element-wise operation ``op`` over same-shaped inputs (broadcasting is explicit, via Views).
+
+    ``compute`` is the dtype the inputs are converted to before the operation (NumPy's loop type).
+    """
+
+    __slots__ = ("op", "compute")
+
+    def __init__(self, op: str, inputs: tuple[Node, ...], shape: tuple[int, ...], dtype: np.dtype,
+                 compute: np.dtype) -> None:
+        super().__init__(shape, dtype, inputs)
+        self.op = op
+        self.compute = compute
+
+    def desc(self) -> tuple:
+        return ("map", self.op, self.shape, self.dtype.char, self.compute.char)
+
+
+class Reduce(Node):
+    """``op`` (add, multiply, maximum, minimum, logical_or, logical_and) of ``src`` over ``axes``."""
+
+    __slots__ = ("op", "axes")
+
+    def __init__(self, op: str, src: Node, axes: tuple[int, ...], dtype: np.dtype) -> None:
+        shape = tuple(n for d, n in enumerate(src.shape) if d not in axes)
+        super().__init__(shape, dtype, (src,))
+        self.op = op
+        self.axes = axes
+
+    def desc(self) -> tuple:
+        return ("reduce", self.op, self.axes, self.shape, self.dtype.char)
+
+    @property
+    def length(self) -> int:
+        return size_of(tuple(self.children[0].shape[a] for a in self.axes))
+
+
+class Update(Node):
+    """A new version of ``old`` with a region replaced by ``value`` (already of the region's shape).
+
+    Either a basic-slice region: per dimension of ``old`` ``(start, step, count)``, with ``vdims`` mapping
+    each dimension of ``value`` to the dimension of ``old`` it runs along (-1: a new axis of length 1);
+    or (``rng`` not None) the contiguous flat range starting at ``rng`` (a reshaped contiguous view).
+    """
+
+    __slots__ = ("region", "vdims", "rng", "strided")
+
+    def __init__(self, old: Node, region: tuple[tuple[int, int, int], ...], vdims: tuple[int, ...],
+                 value: Node, rng: int | None = None, strided: tuple | None = None) -> None:
+        super().__init__(old.shape, old.dtype, (old, value))
+        self.region = region
+        self.vdims = vdims
+        self.rng = rng
+        self.strided = strided  # (strides, offset) of an injective view (value.shape) over old's flat layout
+
+    def desc(self) -> tuple:
+        return ("update", self.shape, self.region, self.vdims, self.rng, self.strided)
+
+    @property
+    def full(self) -> bool:
+        if self.strided is not None:
+            return False
+        if self.rng is not None:
+            return self.rng == 0 and self.children[1].size == self.size
+        return all(start == 0 and step == 1 and count == n
+                   for (start, step, count), n in zip(self.region, self.shape, strict=True))
+
+
+def is_broadcast_view(src_shape: tuple[int, ...], shape: tuple[int, ...], strides: tuple[int, ...],
+                      offset: int) -> bool:
+    """True when the view only broadcasts ``src`` (adds stride-0 or length-1 axes): no element is moved."""
+    if offset != 0:
+        return False
+    kept = [(n, s) for n, s in zip(shape, strides, strict=True) if n != 1 and s != 0]
+    want = [(n, s) for n, s in zip(src_shape, contiguous_strides(src_shape), strict=True) if n != 1]
+    return kept == want
+
+
+def is_identity_view(view: View) -> bool:
+    src = view.children[0]
+    return view.shape == src.shape and view.offset == 0 and \
+        all(s == c or n == 1 for n, s, c in zip(view.shape, view.strides, contiguous_strides(src.shape),
+                                                 strict=True))
+
+
+def count_ops(node: Node, limit: int = 64) -> int:
+    """Nodes in the inlined expression under ``node`` (stops at buffers and reductions; capped)."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack and len(seen) < limit:
+        n = stack.pop()
+        if id(n) in seen or isinstance(n, Buffer | Scalar | Reduce):
+            continue
+        seen.add(id(n))
+        stack.extend(n.children)
+    return len(seen)
+
+
+def nested_view(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """True if the view is injective with nested strides, so a flat position maps back to one index."""
+    dims = sorted(((abs(s), n) for n, s in zip(shape, strides, strict=True) if n != 1), reverse=True)
+    inner = 0
+    for stride, n in reversed(dims):
+        if stride == 0 or stride <= inner:
+            return False
+        inner += stride * (n - 1)
+    return True

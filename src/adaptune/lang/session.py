@@ -1,0 +1,181 @@
+"""The process-wide session: the device runtime, the pending arrays, the plan cache and per-flush statistics.
+
+A flush collects every live array whose value is still an expression (arrays that died are never
+computed, so temporaries are contracted away), linearises their DAG, looks the structure up in the plan
+cache (building and compiling on a miss), launches the kernels and swaps each array's expression for
+the resulting buffer.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from adaptune.lang import fuse
+from adaptune.lang.ir import Buffer, Node, Scalar
+from adaptune.lang.runtime import KernelCompileError, Runtime
+
+AUTO_FLUSH_NODES = 4096  # a loop that never flushes is flushed once its trace grows this large
+
+
+@dataclass
+class FlushStats:
+    """What one flush did (``anp.last_flush()``): kernels launched, bytes moved, compile and host time."""
+
+    kernels: int = 0
+    bytes: int = 0
+    nodes: int = 0
+    cache_hit: bool = False
+    compiled: int = 0
+    host_us: float = 0.0
+    fallback: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Base:
+    """The storage behind one or more array views: its current version is ``node``."""
+
+    __slots__ = ("node", "__weakref__")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+
+class Session:
+    def __init__(self, runtime: Runtime | None = None) -> None:
+        self._runtime = runtime
+        self.pending: dict[int, weakref.ref[Base]] = {}
+        self._serial = 0
+        self.plans: dict[tuple, fuse.Plan] = {}
+        self.last = FlushStats()
+        self.history_kernels = 0
+        self.flushes = 0
+        self.ops_since_flush = 0
+        self._chooser: Callable[..., tuple[str, dict[str, int]]] | None = None
+        self.last_plan: fuse.Plan | None = None
+        self.last_order: list[Node] = []
+        self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
+
+    @property
+    def chooser(self) -> Callable[..., tuple[str, dict[str, int]]] | None:
+        """Picks (variant, parameters) per reduction shape; None = the untuned rule. Setting it drops cached
+        plans, which were built with the previous choice."""
+        return self._chooser
+
+    @chooser.setter
+    def chooser(self, value: Callable[..., tuple[str, dict[str, int]]] | None) -> None:
+        self._chooser = value
+        self.plans.clear()
+
+    @property
+    def runtime(self) -> Runtime:
+        if self._runtime is None:
+            self._runtime = Runtime()
+        return self._runtime
+
+    def track(self, base: Base) -> None:
+        """Register a base whose node is an expression (flushed later)."""
+        self._serial += 1
+        self.pending[self._serial] = weakref.ref(base)
+        self.ops_since_flush += 1
+        if self.ops_since_flush > AUTO_FLUSH_NODES:
+            self.flush()
+
+    def flush(self) -> FlushStats:
+        t0 = time.perf_counter()
+        bases: list[Base] = []
+        seen_bases: set[int] = set()
+        for ref in self.pending.values():
+            b = ref()
+            if b is not None and id(b) not in seen_bases and not isinstance(b.node, Buffer | Scalar):
+                seen_bases.add(id(b))
+                bases.append(b)
+        pending, self.pending = self.pending, {}
+        self.ops_since_flush = 0
+        try:
+            return self._flush(bases, t0)
+        except BaseException:
+            self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
+            raise
+
+    def _flush(self, bases: list[Base], t0: float) -> FlushStats:
+        stats = FlushStats()
+        if not bases:
+            self.last = stats
+            return stats
+        roots: list[Node] = []
+        seen: set[int] = set()
+        for b in bases:
+            if id(b.node) not in seen:
+                seen.add(id(b.node))
+                roots.append(b.node)
+        order, pos, key = fuse.linearise(roots)
+        plan = self.plans.get(key)
+        runtime = self.runtime
+        stats.nodes = len(order)
+        if plan is None:
+            compiled = runtime.compile_count
+            try:
+                plan = fuse.build(order, pos, roots, runtime, self._choose)
+            except KernelCompileError as exc:
+                from adaptune.lang.fallback import evaluate_eagerly
+
+                stats.fallback = str(exc).splitlines()[0]
+                results = evaluate_eagerly(roots, runtime, str(exc))
+                self._assign(bases, roots, results)
+                stats.host_us = (time.perf_counter() - t0) * 1e6
+                self.last = stats
+                return stats
+            stats.compiled = runtime.compile_count - compiled
+            self.plans[key] = plan
+        else:
+            stats.cache_hit = True
+        record: list | None = [] if (self.tuner is not None and not stats.cache_hit) else None
+        results = fuse.run(plan, order, runtime, record)
+        self.last_plan, self.last_order = plan, order  # kept for replay (benchmarks time the kernels alone)
+        if record:
+            self.tuner.tune(record, runtime)
+        self._assign(bases, roots, results)
+        stats.kernels, stats.bytes = plan.kernels, plan.bytes
+        stats.host_us = (time.perf_counter() - t0) * 1e6
+        self.last = stats
+        self.flushes += 1
+        self.history_kernels += plan.kernels
+        return stats
+
+    @staticmethod
+    def _assign(bases: list[Base], roots: list[Node], results: list[Any]) -> None:
+        done = {id(r): Buffer(data, r.shape, r.dtype) for r, data in zip(roots, results, strict=True)}
+        for b in bases:
+            b.node = done[id(b.node)]
+
+    def _choose(self, rs: Any, node: Any, runtime: Runtime) -> tuple[str, dict[str, int]]:
+        if self._chooser is not None:
+            return self._chooser(rs, node, runtime)
+        from adaptune.lang.rules import default_choice
+
+        return default_choice(rs, runtime)
+
+
+_SESSION: Session | None = None
+
+
+def session() -> Session:
+    global _SESSION
+    if _SESSION is None:
+        _SESSION = Session()
+    return _SESSION
+
+
+def use_runtime(runtime: Runtime | None) -> Session:
+    """Start a fresh session on ``runtime`` (tests pick PoCL; None = choose on first use)."""
+    global _SESSION
+    if _SESSION is not None:
+        _SESSION.flush()
+    _SESSION = Session(runtime)
+    return _SESSION

@@ -1,0 +1,105 @@
+"""Learn a block shape from static kernel features on the LS-CAT H100 table, and score it honestly.
+
+Samples are (kernel, matrix size) pairs whose 20 shapes all ran. The model regresses the 20 relative
+performances (``min/time``) of a sample from its features and picks the shape with the highest
+prediction; a forest's leaf mean of relative performance is exactly the expected score of each shape
+there, so the argmax maximises the seed's metric. Cross-validation is grouped by source repository
+(LS-CAT's repositories hold near-copies of one kernel), repeated over seeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from adaptune.predict import metric
+from adaptune.predict.corpus import SHAPES
+
+SHAPE_INDEX = {s: i for i, s in enumerate(SHAPES)}
+
+
+@dataclass
+class Samples:
+    """(kernel, size) samples with complete shape timings."""
+
+    kernel: np.ndarray      # (n,) kernel ids
+    size: np.ndarray        # (n,) matrix size
+    times: np.ndarray       # (n, 20) microseconds
+    perf: np.ndarray        # (n, 20) min/time
+    n_rows: int             # ok rows in the table (all samples, complete or not)
+    n_incomplete: int       # samples dropped because some shape failed or was skipped
+
+
+def load_rows(path: str | Path) -> Iterable[dict[str, str]]:
+    """Rows of the tidy table (csv or csv.gz)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
+        yield from csv.DictReader(f)
+
+
+def build_samples(rows: Iterable[dict[str, str]], min_time_us: float = 0.0,
+                  kernels: set[str] | None = None) -> Samples:
+    """Group ok rows into (kernel, size) samples; keep those where all 20 shapes have a time
+    (and, with ``kernels``, only those kernels)."""
+    table: dict[tuple[str, int], np.ndarray] = {}
+    n_ok = 0
+    for r in rows:
+        if kernels is not None and r["kernel"] not in kernels:
+            continue
+        key = (r["kernel"], int(r["size"]))
+        t = table.setdefault(key, np.full(len(SHAPES), np.nan))
+        if r["status"] == "ok" and r["time_us"] not in ("", "None"):
+            t[SHAPE_INDEX[(int(r["bx"]), int(r["by"]))]] = float(r["time_us"])
+            n_ok += 1
+    keys = sorted(k for k, t in table.items() if np.isfinite(t).all() and np.nanmin(t) > min_time_us)
+    times = np.array([table[k] for k in keys]).reshape(-1, len(SHAPES))
+    return Samples(np.array([k[0] for k in keys]), np.array([k[1] for k in keys]), times,
+                   metric.relative_performance(times), n_ok, len(table) - len(keys))
+
+
+def feature_matrix(samples: Samples, kernel_features: dict[str, dict[str, float]], names: Sequence[str]
+                   ) -> np.ndarray:
+    """Rows of kernel features (missing -> 0) plus log2 of the matrix size."""
+    x = np.zeros((len(samples.kernel), len(names) + 1))
+    for i, (k, s) in enumerate(zip(samples.kernel, samples.size, strict=True)):
+        f = kernel_features.get(k, {})
+        x[i, :-1] = [f.get(n, 0.0) for n in names]
+        x[i, -1] = math.log2(s)
+    return x
+
+
+def make_model(kind: str = "forest", seed: int = 0):
+    """A multi-output regressor of the 20 relative performances."""
+    from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
+
+    if kind == "forest":
+        return RandomForestRegressor(n_estimators=100, min_samples_leaf=3, max_features=0.5, n_jobs=-1,
+                                     random_state=seed)
+    if kind == "extra":
+        return ExtraTreesRegressor(n_estimators=300, min_samples_leaf=3, max_features=0.5, n_jobs=-1,
+                                   random_state=seed)
+    raise ValueError(f"unknown model kind {kind!r}; use 'forest' or 'extra'")
+
+
+def grouped_cv(x: np.ndarray, perf: np.ndarray, groups: np.ndarray, seed: int, kind: str = "forest",
+               folds: int = 5, extra_choices: dict[str, np.ndarray] | None = None) -> dict[str, float]:
+    """Out-of-fold scores of the model and the fold-trained baselines (most common best shape)."""
+    from sklearn.model_selection import GroupKFold
+
+    choice = np.zeros(len(perf), dtype=int)
+    common = np.zeros(len(perf), dtype=int)
+    for train, test in GroupKFold(n_splits=folds, shuffle=True, random_state=seed).split(x, groups=groups):
+        model = make_model(kind, seed).fit(x[train], perf[train])
+        choice[test] = np.argmax(model.predict(x[test]), axis=1)
+        common[test] = metric.most_common_best(perf[train])
+    out = {"score_model": metric.score(perf, choice), "geomean_model": metric.geomean_ratio(perf, choice),
+           "score_most_common": metric.score(perf, common)}
+    for name, ch in (extra_choices or {}).items():
+        out[f"score_{name}"] = metric.score(perf, ch)
+    return out
