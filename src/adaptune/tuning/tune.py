@@ -132,10 +132,12 @@ def tune(
     if executor is not None or (n_parallel or 1) > 1:
         from adaptune.tuning.parallel import tune_with_executor
 
-        return tune_with_executor(problem, strategy, executor=executor or "local", n_parallel=n_parallel,
-                                  address=address, device=device, settings=settings, backend=backend, db=db,
-                                  seed=seed, max_evals=max_evals, max_seconds=max_seconds,
-                                  strategy_options=strategy_options, progress=progress, start=start)
+        report = tune_with_executor(problem, strategy, executor=executor or "local", n_parallel=n_parallel,
+                                    address=address, device=device, settings=settings, backend=backend, db=db,
+                                    seed=seed, max_evals=max_evals, max_seconds=max_seconds,
+                                    strategy_options=strategy_options, progress=progress, start=start)
+        _warn_if_all_failed(report)
+        return report
     search = make_strategy(strategy, space, seed=seed, **(strategy_options or {}))
     total = min(len(space), max_evals) if max_evals else len(space)
     store = Store(db)
@@ -167,10 +169,15 @@ def tune(
         evaluated=len(results), failed=len(results) - len(ok), reused=reused,
         wall_s=time.perf_counter() - start, db=str(db), results=results,
     )
-    summary = report.failure_summary()
-    if summary:
-        warnings.warn(summary, TuningFailedWarning, stacklevel=2)
+    _warn_if_all_failed(report)
     return report
+
+
+def _warn_if_all_failed(report: TuneReport) -> None:
+    for one in (report, *report.others):
+        summary = one.failure_summary()
+        if summary:
+            warnings.warn(summary, TuningFailedWarning, stacklevel=3)
 
 
 def _stored_count(store: Store) -> int:
