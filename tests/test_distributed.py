@@ -189,9 +189,6 @@ def _sleepy_problem(n: int = 10, sleep_s: float = 0.4) -> Problem:
     return Problem("sleepy", CallableSpec(sleepy), Space({"x": list(range(n))}), input_name="default")
 
 
-@pytest.mark.xfail(strict=False, reason="known bug (issue 14, open): after an actor is killed the run can end "
-                   "with configurations never measured (a fresh-clone CI run saw 7 of 10 evaluated); passes "
-                   "most runs, so this test keeps running and reports XPASS when it does")
 def test_actor_killed_mid_measurement_loses_and_duplicates_nothing(ray_cluster, pg_url):
     problem = _sleepy_problem()
     executor = RayExecutor(n_workers=2)

@@ -130,18 +130,24 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
                 g.inflight[space.key(config)] = i
                 executor.submit(w, config, g.best_ms if math.isfinite(g.best_ms) else None)
                 idle.discard(w)
-            if not any(g.inflight for g in groups):
+            if not any(g.inflight for g in groups) and not any(queued.values()):
                 if all(not g.ready or over_budget(g) for g in groups):
                     break
                 continue
             for c in executor.wait(timeout=1.0):
                 g = owner[c.worker]
-                if c.kind == "dead":  # gone for good: what it was given goes to the others of its kind
-                    g.workers.remove(c.worker)
-                    for i in queued.pop(c.worker, []):
+                if c.kind == "dead" or (c.kind == "measured" and c.result is None):
+                    # the worker died: what it was asked ahead goes to the others of its kind at once (left
+                    # in its queue while it restarts, those asks were neither in flight nor measured, and a
+                    # run could end without them)
+                    for i in queued.get(c.worker, []):
                         config = space.config(i)
                         g.inflight[space.key(config)] = i
                         g.retry.append(config)
+                    queued[c.worker] = []
+                if c.kind == "dead":  # gone for good
+                    g.workers.remove(c.worker)
+                    del queued[c.worker]
                     if not g.workers:
                         raise RuntimeError(f"every measurement worker on {g.info.name} died ({c.error}); "
                                            "what was measured is stored: run again to resume")
