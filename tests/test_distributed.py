@@ -164,6 +164,26 @@ def test_tune_on_local_ray_cluster_then_resume_locally(ray_cluster, pg_url):
     assert again.reused == again.evaluated == len(problem.space) and again.best == report.best
 
 
+def test_mixed_devices_are_tuned_per_kind_and_never_mixed(ray_cluster, pg_url):
+    # two really different OpenCL devices of this host (PoCL's multi-threaded and single-threaded drivers),
+    # one Ray actor each, as on a cluster with two GPU models: one search, one set of rows per device kind
+    problem = load_problem(VADD)
+    executor = RayExecutor(devices=["pthread", "basic"],
+                           runtime_env={"env_vars": {"POCL_DEVICES": "pthread basic"}})
+    report = tune(problem, "brute_force", repeats=1, db=pg_url, progress=False, executor=executor)
+    reports = [report, *report.others]
+    assert sorted(r.device.name.split("-")[0] for r in reports) == ["basic", "pthread"]
+    for r in reports:  # each kind measured the whole space itself, nothing borrowed from the other
+        assert r.evaluated == len(problem.space) and r.failed == 0 and r.reused == 0
+    with Store(pg_url) as store:
+        rows = store.results()
+        per_device = {}
+        for r in reports:
+            per_device[r.device.name] = len(store.results(device_id=store.device(r.device)))
+    assert per_device == {r.device.name: len(problem.space) for r in reports}
+    assert len(rows) == 2 * len(problem.space) and _key_stats(pg_url) == (2 * len(problem.space), 0)
+
+
 def test_model_based_strategy_with_two_asks_in_flight(tmp_path):
     problem = load_problem(VADD)
     auto = tune(problem, "auto", max_evals=8, repeats=1, db=str(tmp_path / "a.db"), progress=False,

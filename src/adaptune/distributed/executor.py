@@ -186,13 +186,17 @@ class RayExecutor(Executor):
 
     ``address``: a running cluster (``"auto"``, ``"ray://head:10001"``, ``"head:6379"``); None starts a
     local one with ``num_cpus`` CPUs. ``max_restarts``: how often Ray brings a dead actor back.
+    ``devices``: one device selector per worker (OpenCL/Python: an index or a name, e.g. two different
+    OpenCL devices of one host; a mixed set is tuned per device kind like a mixed cluster).
+    ``runtime_env``: Ray's runtime environment for the actors (e.g. environment variables a driver needs).
     """
 
     name = "ray"
 
     def __init__(self, address: str | None = None, n_workers: int | None = None, *,
                  gpus_per_worker: float | None = None, num_cpus: int | None = None, device: int | str = 0,
-                 max_restarts: int = 4, init_options: Mapping[str, Any] | None = None) -> None:
+                 max_restarts: int = 4, init_options: Mapping[str, Any] | None = None,
+                 devices: Sequence[int | str] | None = None, runtime_env: Mapping[str, Any] | None = None) -> None:
         try:
             import ray
         except ImportError as exc:
@@ -201,6 +205,10 @@ class RayExecutor(Executor):
         self.address, self.requested, self.device = address, n_workers, device
         self.gpus_per_worker, self.num_cpus, self.max_restarts = gpus_per_worker, num_cpus, max_restarts
         self.init_options = dict(init_options or {})
+        self.devices = list(devices) if devices is not None else None
+        if self.devices is not None and n_workers is not None and n_workers != len(self.devices):
+            raise ValueError(f"n_workers={n_workers} but {len(self.devices)} devices given: one worker a device")
+        self.runtime_env = dict(runtime_env or {})
         self._actors: list[Any] = []
         self._pending: dict[Any, tuple[int, dict[str, Any]]] = {}
         self._probes: dict[Any, tuple[int, int]] = {}  # ping of a worker that died -> (worker, attempts)
@@ -232,7 +240,7 @@ class RayExecutor(Executor):
         gpus = self.gpus_per_worker
         if gpus is None:
             gpus = 1.0 if backend == "cuda" else 0.0
-        n = self.requested
+        n = len(self.devices) if self.devices is not None else self.requested
         if n is None:
             n = int(ray.cluster_resources().get("GPU", 0) / gpus) if gpus else 1
             if n < 1:
@@ -244,11 +252,15 @@ class RayExecutor(Executor):
         if short:  # Ray would wait forever for resources that do not exist
             raise RuntimeError(f"the Ray cluster cannot place {n} measurement workers: " + ", ".join(
                 f"{k}: {h:g} in the cluster, {v:g} needed" for k, (h, v) in short.items()))
+        extra = {"runtime_env": self.runtime_env} if self.runtime_env else {}
         actor = ray.remote(_MeasureActor).options(num_cpus=1, num_gpus=gpus, max_restarts=self.max_restarts,
-                                                  max_task_retries=0)
-        device = 0 if gpus else self.device  # Ray narrows CUDA_VISIBLE_DEVICES to the actor's GPU
+                                                  max_task_retries=0, **extra)
+        if self.devices is not None:
+            devices = self.devices
+        else:  # Ray narrows CUDA_VISIBLE_DEVICES to the actor's GPU: it is device 0 there
+            devices = [0 if gpus else self.device] * n
         self._spec_ref = ray.put(spec)  # kept alive: Ray rebuilds a restarted actor from it
-        self._actors = [actor.remote(self._spec_ref, backend, settings, device) for _ in range(n)]
+        self._actors = [actor.remote(self._spec_ref, backend, settings, d) for d in devices]
         infos = ray.get([a.device_info.remote() for a in self._actors])
         self.pids = ray.get([a.pid.remote() for a in self._actors])
         return infos
