@@ -341,6 +341,27 @@ def _toy_code_variant():
     return cv
 
 
+def test_ray_map_survives_a_killed_actor_without_losing_or_repeating_items(ray_cluster):
+    from adaptune.distributed.tasks import ray_map
+
+    def _slow_pid(x: int) -> tuple[int, int]:  # defined here: Ray ships it by value (tests do not import)
+        import os as _os
+        import time as _t
+
+        _t.sleep(0.4)
+        return x * x, _os.getpid()
+
+    got, killed = {}, None
+    for position, (square, pid) in ray_map(_slow_pid, [(x,) for x in range(8)], n_workers=2, num_gpus=0):
+        assert position not in got  # each item comes back once
+        got[position] = (square, pid)
+        if killed is None:
+            killed = pid
+            os.kill(pid, signal.SIGKILL)  # the actor's process; Ray restarts it and repeats its call
+    assert {p: sq for p, (sq, _) in got.items()} == {x: x * x for x in range(8)}
+    assert len({pid for _, pid in got.values()} - {killed}) >= 2  # the other actor and the restarted one
+
+
 def test_code_variant_labelling_on_ray_matches_serial_labelling(ray_cluster, pg_url, tmp_path):
     train = [(f"n{n}-{k}", (n, k)) for n in range(1, 100, 9) for k in ("plain", "special")]
     serial = _toy_code_variant().train(train, model="tree", repeats=1, db=str(tmp_path / "s.db"), progress=False)

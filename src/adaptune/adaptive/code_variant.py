@@ -408,14 +408,16 @@ class CodeVariant:
               target: float | None = None, holdout: Iterable[Any] | Mapping[str, Any] | None = None,
               db: Any = None, repeats: int = 7, warmup: int = 1, min_sample_ms: float = 1.0,
               max_call_ms: float = math.inf, search_budget: int = 20, seed: int = 0,
-              progress: bool = True, executor: str | None = None, address: str | None = None) -> TrainReport:
+              progress: bool = True, executor: str | None = None, address: str | None = None,
+              ray_gpus: float | None = None) -> TrainReport:
         """Label training inputs (measured once, stored in ``db``), fit ``model`` and install it.
 
         ``model``: one of ``svm`` (default), ``tree``, ``knn``, ``cost``, ``forest``, ``boosting``, or
         ``auto`` (best cross-validated fraction of oracle). ``active=N``: label at most N inputs, chosen by
         best-vs-second-best margin (Nitro's ``itune``); ``target`` stops earlier once the fraction of oracle
-        on ``holdout`` reaches it. ``executor="ray"``: the inputs are labelled in parallel on Ray tasks (a
-        cluster at ``address``, else a local one; docs/distributed.md), one input per task.
+        on ``holdout`` reaches it. ``executor="ray"``: the inputs are labelled in parallel on Ray actors (a
+        cluster at ``address``, else a local one; docs/distributed.md), one input per call, ``ray_gpus`` GPUs
+        per actor (None: one each when the cluster has GPUs).
         """
         import time
 
@@ -436,7 +438,7 @@ class CodeVariant:
                                  max_call_ms=max_call_ms, verify=bool(self.verify))
         lset = LabelledSet(self, pool, cache, options, search_budget=search_budget, seed=seed,
                            progress=progress, description=f"{self.name}: labelling", executor=executor,
-                           address=address)
+                           address=address, ray_gpus=ray_gpus)
         curve = None
         if active:
             held = None

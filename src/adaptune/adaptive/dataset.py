@@ -30,10 +30,10 @@ class LabelledSet:
     def __init__(self, cv: CodeVariant, inputs: Sequence[Input], cache: Any, options: MeasureOptions,
                  *, labels: Sequence[Label] | None = None, search_budget: int = 20, seed: int = 0,
                  progress: bool = True, description: str = "labelling", executor: str | None = None,
-                 address: str | None = None) -> None:
+                 address: str | None = None, ray_gpus: float | None = None) -> None:
         if executor not in (None, "ray"):
             raise ValueError(f"executor must be None or 'ray', got {executor!r}")
-        self.executor, self.address = executor, address
+        self.executor, self.address, self.ray_gpus = executor, address, ray_gpus
         self.cv = cv
         self.inputs = list(inputs)
         self.cache = cache
@@ -92,7 +92,7 @@ class LabelledSet:
             self.measured_now += 1
 
     def _measure_on_ray(self, rows: Sequence[int]) -> None:
-        """The candidate labels of every row measured at once on Ray tasks (one input per task); stored as
+        """The candidate labels of every row measured at once on Ray actors (one input per call); stored as
         they arrive. Searches of variants with a Space stay in the driver (each is a sequence of asks)."""
         from adaptune.adaptive.labelling import measure_labels
         from adaptune.distributed.tasks import ray_map
@@ -108,7 +108,7 @@ class LabelledSet:
             if missing:
                 jobs.append((self.cv, args, missing, self.options))
                 job_rows.append(row)
-        for k, measured in ray_map(measure_labels, jobs, address=self.address):
+        for k, measured in ray_map(measure_labels, jobs, address=self.address, num_gpus=self.ray_gpus):
             row = job_rows[k]
             for lab, res in measured.items():
                 self.results[row][lab] = res
