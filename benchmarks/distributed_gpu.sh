@@ -1,5 +1,7 @@
 #!/bin/bash
-# The 2-GPU part of benchmarks/distributed.py, as run on nvidia-h200-x2 (see docs/distributed.md).
+# The 2-GPU parts of the distributed benchmarks, as run on nvidia-h200-x2 (see docs/distributed.md):
+# brute force of the matmul example on 1 vs 2 GPUs (benchmarks/distributed.py gpu) and the GPU suite's
+# labelling on 1 vs 2 GPUs (benchmarks/distributed_labelling.py).
 # Ray travels as a slimmed copy of its wheel (no Java jars, RLlib, Serve, Tune, Train or dashboard build:
 # the full wheel is larger than what a run may carry) plus the wheels the machine lacks.
 # usage (from the repository root of the carried copy): bash benchmarks/distributed_gpu.sh WHEELS_DIR OUT_DIR
@@ -15,7 +17,15 @@ export PYTHONPATH=$PWD/src:/tmp/ray_site:/tmp/whl_site
 echo "setup $(( $(date +%s) - t0 )) s"
 nvidia-smi -L
 python3 -c "import ray, sqlalchemy; print('ray', ray.__version__, 'sqlalchemy', sqlalchemy.__version__)"
-timeout 240 python3 benchmarks/distributed.py gpu --sample ${SAMPLE:-150} --max-seconds ${MAX_SECONDS:-100} --out "$OUT/distributed.json"
-echo "gpu part done at $(( $(date +%s) - t0 )) s"
+if [ "${MATMUL:-1}" = 1 ]; then
+  timeout ${MATMUL_CAP:-200} python3 benchmarks/distributed.py gpu --sample ${SAMPLE:-200} \
+    --max-seconds ${MAX_SECONDS:-150} --out "$OUT/distributed.json"
+  echo "matmul part done at $(( $(date +%s) - t0 )) s"
+fi
+if [ "${LABELLING:-1}" = 1 ]; then
+  timeout ${LABELLING_CAP:-200} python3 benchmarks/distributed_labelling.py --gpus 1 2 \
+    --benchmarks ${BENCHES:-spmv histogram sort bfs} --commit "${COMMIT:-}" --out "$OUT/distributed_labelling.json"
+  echo "labelling part done at $(( $(date +%s) - t0 )) s"
+fi
 [ "${REPLAY:-0}" = 1 ] && timeout 100 python3 benchmarks/distributed.py replay --jobs 30 --repeats 25 --max-evals 100 --out "$OUT/distributed.json"
 echo "all done at $(( $(date +%s) - t0 )) s"
