@@ -256,6 +256,33 @@ def write_report(doc: dict, md: Path, png: Path) -> None:
             lines.append(f"| {r['workers']} | {r['wall_s']:.1f} | {r['speedup']:.2f} | {r['evaluated']} | "
                          f"{r['failed']} | {r['best_time_ms']:.4f} | {r['same_best']} | {r['same_configs']} |")
         lines.append("")
+    for g in doc.get("gpu_previous", []):
+        r1, r2 = g["runs"][0], g["runs"][1]
+        lines += [f"- earlier run ({g['date']}, commit {g['commit']}, {g['sample']} configurations): "
+                  f"{r1['wall_s']:.1f} s vs {r2['wall_s']:.1f} s, speed-up {r2['speedup']:.2f}, same best "
+                  f"{r2['same_best']}" + (f"; {g['note']}" if g.get("note") else "")]
+    if doc.get("gpu_previous"):
+        lines.append("")
+    if "labelling" in doc:
+        lb = doc["labelling"]
+        c = lb["comparisons"]["2"]
+        lines += ["## GPU-suite labelling on 1 vs 2 GPUs (ray_map: one actor per GPU)", "",
+                  f"- {lb['date']}, commit {lb['commit']}; {lb['cluster']}; benchmarks {', '.join(lb['benchmarks'])}: "
+                  "every training input x every variant, checked and timed by the suite's own `measure_input`; "
+                  "inputs travel as specs and are built on the actor's GPU; every process compiles its own "
+                  "kernels (CuPy cache in memory)", "",
+                  "| GPUs | wall (s) | inputs | speed-up |", "|---|---|---|---|"]
+        for r in lb["runs"]:
+            sp = 1.0 if r["workers"] == 1 else lb["comparisons"][str(r["workers"])]["speedup"]
+            lines.append(f"| {r['workers']} | {r['wall_s']:.1f} | {r['inputs']} | {sp:.2f} |")
+        lines += ["", f"Same best variant on {c['same_best_fraction']:.1%} of inputs; of the others, "
+                  f"{c['different_best_within_5pct']} are within 5 % in the 1-GPU run's own times (near-ties). "
+                  f"Time of one (input, variant) on 2 GPUs / on 1: median {c['time_ratio_median']:.3f}, "
+                  f"5th-95th percentile {c['time_ratio_p05']:.3f}-{c['time_ratio_p95']:.3f}.", ""]
+        for prev in doc.get("labelling_previous", []):
+            cp = prev["comparisons"]["2"]
+            lines += [f"- earlier run ({prev['date']}, commit {prev['commit']}): speed-up {cp['speedup']:.2f} — "
+                      f"{prev.get('note', '')}", ""]
     if "gpu_attempt" in doc and "gpu" not in doc:
         g = doc["gpu_attempt"]
         lines += ["## 2 GPUs: not measured", "", f"- {g['date']}, commit {g['commit']}, {g['machine']}",
