@@ -312,8 +312,9 @@ def test_batch_asks_with_constant_liar_never_repeat_and_spread(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- labelling
-def _toy_code_variant():
-    """Variants with an exact, deterministic cost (``work``), so a serial and a Ray labelling must agree."""
+def _toy_code_variant(with_space: bool = False):
+    """Variants with an exact, deterministic cost (``work``), so a serial and a Ray labelling must agree;
+    ``with_space``: one more variant whose parameter ``tile`` is searched per input (best tile = n % 5)."""
     from adaptune.adaptive import CodeVariant
 
     def linear(n, kind):
@@ -336,6 +337,11 @@ def _toy_code_variant():
     for f in (quadratic, special, fragile):
         cv.variant(f)
     cv.constraint(special)(lambda n, kind: kind == "special")
+    if with_space:
+        def tiled(n, kind, tile=0):
+            return n, 2.0 + abs(tile - n % 5)
+
+        cv.variant(tiled, space=Space({"tile": list(range(5))}), strategy="brute_force", budget=5)
     cv.feature(lambda n, kind: float(n), name="size")
     cv.feature(lambda n, kind: float(kind == "special"), name="is_special")
     return cv
@@ -375,3 +381,23 @@ def test_code_variant_labelling_on_ray_matches_serial_labelling(ray_cluster, pg_
         key = {(r.config["variant"], r.status, r.observers.get("work")) for r in s.results()}
         assert key == {(r.config["variant"], r.status, r.observers.get("work")) for r in p.results()}
     assert cv.select(50, "special").variant == "special"
+
+
+def test_labelling_with_searched_variants_runs_the_searches_on_ray(ray_cluster, pg_url, tmp_path):
+    # the per-input search of a variant with a Space runs on the actors too, and gives what serial gives
+    train = [(f"n{n}", (n, "plain")) for n in range(1, 60, 7)]
+    serial = _toy_code_variant(True).train(train, model="tree", repeats=1, db=str(tmp_path / "s.db"),
+                                          progress=False)
+    parallel = _toy_code_variant(True).train(train, model="tree", repeats=1, db=pg_url, progress=False,
+                                            executor="ray")
+    assert parallel.labels == serial.labels and any("tile=" in str(lab) for lab in parallel.labels)
+    with Store(str(tmp_path / "s.db")) as s, Store(pg_url) as p:
+        key = {(r.config["variant"], r.config.get("tile"), r.status, r.observers.get("work")) for r in s.results()}
+        assert key == {(r.config["variant"], r.config.get("tile"), r.status, r.observers.get("work"))
+                       for r in p.results()}
+        assert len(p.results()) == len(s.results())
+    assert _key_stats(pg_url)[1] == 0
+    # a second Ray labelling of the same inputs finds everything stored (searched configurations too)
+    again = _toy_code_variant(True).train(train, model="tree", repeats=1, db=pg_url, progress=False,
+                                         executor="ray")
+    assert again.measured == 0 and again.labels == parallel.labels

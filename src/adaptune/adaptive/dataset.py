@@ -91,52 +91,46 @@ class LabelledSet:
             self.cache.put(name, lab, res)
             self.measured_now += 1
 
-    def _measure_on_ray(self, rows: Sequence[int]) -> None:
-        """The candidate labels of every row measured at once on Ray actors (one input per call); stored as
-        they arrive. Searches of variants with a Space stay in the driver (each is a sequence of asks)."""
-        from adaptune.adaptive.labelling import measure_labels
+    def _label_on_ray(self, rows: Sequence[int], grow: bool) -> None:
+        """Each row's whole labelling on a Ray actor (one input per call: the searches of variants with a
+        Space, then the candidate labels), with what the store already has for it; the driver stores what
+        comes back as it arrives and adds the winning configurations to the candidate labels."""
         from adaptune.distributed.tasks import ray_map
 
         jobs, job_rows = [], []
         for row in rows:
             args = self._args_with_features(row)
-            known = self.results[row]
-            missing = [lab for lab in self.labels if lab not in known]
-            stored = self.cache.get_many(self.inputs[row].name, missing) if missing else {}
-            known.update(stored)
-            missing = [lab for lab in missing if lab not in stored]
-            if missing:
-                jobs.append((self.cv, args, missing, self.options))
+            search = row not in self.searched and bool(self.cv.parametrised_variants())
+            if not search and all(lab in self.results[row] for lab in self.labels):
+                continue
+            self.results[row].update(self.cache.get_all(self.inputs[row].name))
+            if search or any(lab not in self.results[row] for lab in self.labels):
+                jobs.append((self.cv, args, list(self.labels), self.options, self.search_budget, self.seed + row,
+                             dict(self.results[row]), search))
                 job_rows.append(row)
-        for k, measured in ray_map(measure_labels, jobs, address=self.address, num_gpus=self.ray_gpus):
+        winners: dict[int, list[Label]] = {}
+        for k, (results, best) in ray_map(label_input, jobs, address=self.address, num_gpus=self.ray_gpus):
             row = job_rows[k]
-            for lab, res in measured.items():
-                self.results[row][lab] = res
-                self.cache.put(self.inputs[row].name, lab, res)
-                self.measured_now += 1
+            for lab, res in results.items():
+                if lab not in self.results[row]:
+                    self.results[row][lab] = res
+                    self.cache.put(self.inputs[row].name, lab, res)
+                    self.measured_now += 1
+            if jobs[k][-1]:
+                self.searched.add(row)
+                winners[row] = best
+        for row in sorted(winners):  # in row order, as a serial labelling adds them
+            for lab in winners[row]:
+                if grow and lab not in self.labels:
+                    self.labels.append(lab)
 
     def _search(self, row: int, args: tuple[Any, ...]) -> list[Label]:
-        """Best configuration of each variant with a Space on this input."""
-        from adaptune.search import make_strategy  # only variants with a Space need the search layer
+        """Best configuration of each variant with a Space on this input (every result stored as measured)."""
+        def measure(labels: Sequence[Label]) -> dict[Label, Result]:
+            self._measure(row, args, labels)
+            return self.results[row]
 
-        best: list[Label] = []
-        for variant in self.cv.parametrised_variants():
-            space, strategy_name = self.cv.space_of(variant), self.cv.strategy_of(variant)
-            strategy = make_strategy(strategy_name, space, seed=self.seed + row)
-            budget = min(self.cv.budget_of(variant) or self.search_budget, len(space))
-            tried: list[Label] = []
-            for _ in range(budget):
-                idx = strategy.ask()
-                if idx is None:
-                    break
-                lab = Label.of(variant, space.config(int(idx)))
-                self._measure(row, args, [lab])
-                strategy.tell(int(idx), cost(self.results[row][lab]))
-                tried.append(lab)
-            finite = [lab for lab in tried if math.isfinite(cost(self.results[row][lab]))]
-            if finite:
-                best.append(min(finite, key=lambda lab: cost(self.results[row][lab])))
-        return best
+        return search_variants(self.cv, measure, self.search_budget, self.seed + row)
 
     def label(self, rows: Sequence[int] | None = None, *, grow: bool = True) -> None:
         """Make sure ``rows`` have features, searched configurations and every candidate label measured.
@@ -145,8 +139,9 @@ class LabelledSet:
         are searched too (their oracle must be honest) but do not add labels a model could predict.
         """
         rows = list(range(len(self.inputs)) if rows is None else rows)
-        if self.executor == "ray":
-            self._measure_on_ray(rows)
+        if self.executor == "ray":  # twice: the second round measures configurations found on later rows
+            self._label_on_ray(rows, grow)
+            self._label_on_ray(rows, grow)
         with self._progress(len(rows)) as bar:
             for row in rows:
                 args = self._args_with_features(row)
@@ -194,3 +189,48 @@ class LabelledSet:
 
     def _progress(self, total: int) -> BestSoFarProgress:
         return BestSoFarProgress(self.description, total, enabled=self.show_progress)
+
+
+def search_variants(cv: CodeVariant, measure: Any, search_budget: int, seed: int) -> list[Label]:
+    """Best configuration of each variant with a Space on one input: its strategy (ask/tell) under its budget.
+
+    ``measure(labels)`` measures (or finds) those labels and returns every result known for the input.
+    """
+    from adaptune.search import make_strategy  # only variants with a Space need the search layer
+
+    best: list[Label] = []
+    for variant in cv.parametrised_variants():
+        space, strategy_name = cv.space_of(variant), cv.strategy_of(variant)
+        strategy = make_strategy(strategy_name, space, seed=seed)
+        budget = min(cv.budget_of(variant) or search_budget, len(space))
+        tried: list[tuple[Label, float]] = []
+        for _ in range(budget):
+            idx = strategy.ask()
+            if idx is None:
+                break
+            lab = Label.of(variant, space.config(int(idx)))
+            c = cost(measure([lab])[lab])
+            strategy.tell(int(idx), c)
+            tried.append((lab, c))
+        finite = [t for t in tried if math.isfinite(t[1])]
+        if finite:
+            best.append(min(finite, key=lambda t: t[1])[0])
+    return best
+
+
+def label_input(cv: CodeVariant, args: tuple[Any, ...], labels: Sequence[Label], options: MeasureOptions,
+                search_budget: int, seed: int, known: dict[Label, Result], search: bool = True
+                ) -> tuple[dict[Label, Result], list[Label]]:
+    """One input's labelling in one place (a Ray actor): the searches (if ``search``), then ``labels`` and
+    the searched winners measured; ``known`` results are reused. Returns (every result, the winners)."""
+    results = dict(known)
+
+    def measure(labs: Sequence[Label]) -> dict[Label, Result]:
+        missing = [lab for lab in labs if lab not in results]
+        if missing:
+            results.update(measure_labels(cv, args, missing, options))
+        return results
+
+    best = search_variants(cv, measure, search_budget, seed) if search else []
+    measure(list(labels) + [lab for lab in best if lab not in labels])
+    return results, best

@@ -123,6 +123,9 @@ class MemoryCache:
     def get_many(self, name: str, labels: Sequence[Label]) -> dict[Label, Result]:
         return {lab: self._results[(name, lab)] for lab in labels if (name, lab) in self._results}
 
+    def get_all(self, name: str) -> dict[Label, Result]:
+        return {lab: res for (n, lab), res in self._results.items() if n == name}
+
     def put(self, name: str, label: Label, result: Result) -> None:
         self._results[(name, label)] = result
 
@@ -152,6 +155,17 @@ class StoreCache:
                                     [lab.store_config for lab in labels])
         return {lab: found[config_key(lab.store_config)] for lab in labels
                 if config_key(lab.store_config) in found}
+
+    def get_all(self, name: str) -> dict[Label, Result]:
+        """Everything stored for this input (searched configurations too): what a remote labeller reuses."""
+        out = {}
+        for res in self.store.results(problem_id=self.problem_id, device_id=self.device_id,
+                                      input_id=self._input_id(name)):
+            config = dict(res.config)
+            variant = config.pop("variant", None)
+            if variant is not None:
+                out[Label.of(str(variant), config)] = res
+        return out
 
     def put(self, name: str, label: Label, result: Result) -> None:
         self.store.put(self.device_id, self.problem_id, self._input_id(name), result)
