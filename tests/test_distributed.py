@@ -184,6 +184,18 @@ def test_mixed_devices_are_tuned_per_kind_and_never_mixed(ray_cluster, pg_url):
     assert len(rows) == 2 * len(problem.space) and _key_stats(pg_url) == (2 * len(problem.space), 0)
 
 
+def test_compilation_fanned_out_to_cpu_actors(ray_cluster, pg_url):
+    # two CPU-only actors compile what brute force asks ahead; the measuring actor loads their binaries
+    problem = load_problem(VADD)
+    executor = RayExecutor(n_workers=1, compile_workers=2)
+    report = tune(problem, "brute_force", repeats=1, db=pg_url, progress=False, executor=executor)
+    assert report.evaluated == len(problem.space) and report.failed == 0
+    (stats,) = executor.final_stats
+    # each kernel was either loaded (its binary came in time) or compiled by the measuring worker itself
+    assert stats["loaded_binaries"] >= 1 and stats["compiles"] + stats["loaded_binaries"] == len(problem.space)
+    assert _key_stats(pg_url) == (len(problem.space), 0)
+
+
 def test_model_based_strategy_with_two_asks_in_flight(tmp_path):
     problem = load_problem(VADD)
     auto = tune(problem, "auto", max_evals=8, repeats=1, db=str(tmp_path / "a.db"), progress=False,

@@ -169,6 +169,34 @@ class Backend(ABC):
     def _build(self, source: str, expr: str, options: tuple[str, ...]) -> Any:
         """Compile ``source`` (defines already in) and return the kernel ``expr``."""
 
+    def binary_target(self) -> str | None:
+        """What a binary compiled elsewhere must be built for (``backends.binary``); None: no binaries."""
+        return None
+
+    def load_binary(self, key: str, binary: Any) -> bool:
+        """Put a kernel compiled elsewhere into the compile cache under ``key`` (so ``compile`` finds it).
+
+        False when it was not loaded: another target, a load failure (the source is compiled then), or the
+        kernel is in the cache already.
+        """
+        if binary.target != self.binary_target():
+            return False
+        with self._cache_lock:
+            if key in self._cache:
+                return False
+        try:
+            kernel = self._load_binary(binary)
+        except Exception:  # noqa: BLE001 - a bad binary only costs the compile it was meant to save
+            return False
+        with self._cache_lock:
+            self._cache[key] = kernel
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return True
+
+    def _load_binary(self, binary: Any) -> Any:
+        raise NotImplementedError
+
     def kernel_max_threads(self, kernel: Any) -> int | None:
         """Threads per block this compiled kernel allows (registers may lower it); None = unknown."""
         return None

@@ -90,6 +90,26 @@ class CUDABackend(Backend):
             raise CompileError(f"loading the compiled module failed: {exc}") from None
         return kernel
 
+    def binary_target(self) -> str | None:
+        from adaptune.backends.binary import cuda_target
+
+        return cuda_target(self._info.properties["compute_capability"])
+
+    def _load_binary(self, binary: Any) -> Any:
+        import os
+        import tempfile
+
+        fd, path = tempfile.mkstemp(suffix=".cubin")  # RawModule loads a cubin from a file (public API)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(binary.image)
+            with self.device:
+                kernel = self._cp.RawModule(path=path).get_function(binary.symbol)
+                _ = kernel.max_threads_per_block  # load now, not at the first launch
+        finally:
+            os.unlink(path)
+        return kernel
+
     def kernel_max_threads(self, kernel: Any) -> int | None:
         """Threads per block this kernel can run with (registers and shared memory limit it)."""
         return int(kernel.max_threads_per_block)

@@ -119,6 +119,17 @@ class OpenCLBackend(Backend):
         except cl.Error as exc:
             raise CompileError(f"kernel {expr!r} not found in the program ({exc})") from None
 
+    def binary_target(self) -> str | None:
+        from adaptune.backends.binary import opencl_device_key
+
+        return opencl_device_key(self.platform, self.device)
+
+    def _load_binary(self, binary: Any) -> Any:
+        cl = self._cl
+        with _BUILD_LOCK:
+            program = cl.Program(self.context, [self.device], [binary.image]).build()
+        return cl.Kernel(program, binary.symbol)
+
     def kernel_max_threads(self, kernel: Any) -> int | None:
         """Work-items per work-group this kernel can run with on this device."""
         info = self._cl.kernel_work_group_info.WORK_GROUP_SIZE

@@ -18,6 +18,7 @@ store's unique key means nothing is written twice.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import threading
@@ -174,11 +175,29 @@ class _MeasureActor:
     def prefetch(self, configs: list[dict[str, Any]]) -> None:
         self.measurer.prefetch(configs)
 
+    def preload(self, items: list[tuple[dict[str, Any], Any]]) -> None:
+        self.measurer.preload(items)
+
+    def stats(self) -> dict[str, int]:
+        return self.measurer.stats()
+
     def measure(self, config: dict[str, Any], best_ms: float | None) -> Result:
         return self.measurer.measure(config, best_ms=best_ms)
 
     def close(self) -> None:
         self.measurer.close()
+
+
+class _CompileActor:
+    """A CPU-only Ray actor that compiles configurations to binaries for the measuring actors' devices."""
+
+    def __init__(self, spec: Any, backend: str) -> None:
+        self.spec, self.backend = spec, backend
+
+    def compile(self, target: str, configs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
+        from adaptune.measure.runners import compile_binaries
+
+        return compile_binaries(self.spec, self.backend, target, configs)
 
 
 class RayExecutor(Executor):
@@ -189,6 +208,10 @@ class RayExecutor(Executor):
     ``devices``: one device selector per worker (OpenCL/Python: an index or a name, e.g. two different
     OpenCL devices of one host; a mixed set is tuned per device kind like a mixed cluster).
     ``runtime_env``: Ray's runtime environment for the actors (e.g. environment variables a driver needs).
+    ``compile_workers``: CPU-only actors that compile what the tuner asks ahead (CUDA: NVRTC to a cubin for
+    the GPU's architecture, no GPU needed; OpenCL: on a device of the same kind) and hand the binaries to
+    the measuring actors, which then load instead of compile (``backends.binary``). 0: every measuring
+    actor compiles ahead itself, in its worker's thread pool.
     """
 
     name = "ray"
@@ -196,7 +219,8 @@ class RayExecutor(Executor):
     def __init__(self, address: str | None = None, n_workers: int | None = None, *,
                  gpus_per_worker: float | None = None, num_cpus: int | None = None, device: int | str = 0,
                  max_restarts: int = 4, init_options: Mapping[str, Any] | None = None,
-                 devices: Sequence[int | str] | None = None, runtime_env: Mapping[str, Any] | None = None) -> None:
+                 devices: Sequence[int | str] | None = None, runtime_env: Mapping[str, Any] | None = None,
+                 compile_workers: int = 0) -> None:
         try:
             import ray
         except ImportError as exc:
@@ -209,12 +233,19 @@ class RayExecutor(Executor):
         if self.devices is not None and n_workers is not None and n_workers != len(self.devices):
             raise ValueError(f"n_workers={n_workers} but {len(self.devices)} devices given: one worker a device")
         self.runtime_env = dict(runtime_env or {})
+        self.compile_workers = compile_workers
+        self._compilers: list[Any] = []
+        self._targets: list[str | None] = []
+        self._compiling: dict[Any, int] = {}  # compile call -> the worker its binaries are for
+        self._next_compiler = 0
+        self._sent_to_compile: set[str] = set()
         self._actors: list[Any] = []
         self._pending: dict[Any, tuple[int, dict[str, Any]]] = {}
         self._probes: dict[Any, tuple[int, int]] = {}  # ping of a worker that died -> (worker, attempts)
         self._started_ray = False
         self.pids: list[int] = []  # each actor's process id when it started (fault tests, logs)
         self.lost = 0  # measurements interrupted by a dead actor (each one is measured again by the tuner)
+        self.final_stats: list[dict[str, int]] = []  # each worker's counters when the executor closed
 
     @property
     def n_workers(self) -> int:
@@ -263,6 +294,13 @@ class RayExecutor(Executor):
         self._actors = [actor.remote(self._spec_ref, backend, settings, d) for d in devices]
         infos = ray.get([a.device_info.remote() for a in self._actors])
         self.pids = ray.get([a.pid.remote() for a in self._actors])
+        if self.compile_workers and backend in ("cuda", "opencl"):
+            from adaptune.backends.binary import binary_target_of
+
+            self._targets = [binary_target_of(info) for info in infos]
+            compiler = ray.remote(_CompileActor).options(num_cpus=1, num_gpus=0, max_restarts=self.max_restarts,
+                                                         **extra)
+            self._compilers = [compiler.remote(self._spec_ref, backend) for _ in range(self.compile_workers)]
         return infos
 
     def submit(self, worker: int, config: Mapping[str, Any], best_ms: float | None = None) -> None:
@@ -271,18 +309,49 @@ class RayExecutor(Executor):
         self._pending[ref] = (worker, config)
 
     def prefetch(self, worker: int, configs: Sequence[Mapping[str, Any]]) -> None:
-        self._actors[worker].prefetch.remote([dict(c) for c in configs])
+        if self._compilers and self._targets[worker]:  # a compile actor makes them; wait() forwards them
+            fresh = []
+            for c in configs:  # the tuner repeats its queue with every hint: compile each config once
+                key = f"{self._targets[worker]}|{json.dumps(c, sort_keys=True, default=str)}"
+                if key not in self._sent_to_compile:
+                    self._sent_to_compile.add(key)
+                    fresh.append(dict(c))
+            for c in fresh:  # one config a call: the compile actors share the work and each result comes early
+                compiler = self._compilers[self._next_compiler % len(self._compilers)]
+                self._next_compiler += 1
+                self._compiling[compiler.compile.remote(self._targets[worker], [c])] = worker
+        else:
+            self._actors[worker].prefetch.remote([dict(c) for c in configs])
+
+    def _forward_binaries(self, refs: Sequence[Any]) -> None:
+        """Binaries that are ready go to their measuring actor (a failed compile call only costs the time
+        the measuring worker then spends compiling)."""
+        for ref in refs:
+            worker = self._compiling.pop(ref)
+            try:
+                items = self._ray.get(ref)
+            except Exception:  # noqa: BLE001 - see above
+                continue
+            if items:
+                self._actors[worker].preload.remote(items)
+
+    def worker_stats(self) -> list[dict[str, int]]:
+        """Each measuring worker's counters (compiles, binaries loaded, ...)."""
+        return self._ray.get([a.stats.remote() for a in self._actors])
 
     def wait(self, timeout: float | None = None) -> list[Completion]:
         ray = self._ray
-        if not self._pending and not self._probes:
+        if not self._pending and not self._probes and not self._compiling:
             if timeout:
                 time.sleep(timeout)
             return []
-        refs = list(self._pending) + list(self._probes)
+        refs = list(self._pending) + list(self._probes) + list(self._compiling)
         ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
         if ready:  # collect everything else that is finished too
             ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        compiled = [ref for ref in ready if ref in self._compiling]
+        ready = [ref for ref in ready if ref not in self._compiling]
+        self._forward_binaries(compiled)
         out = []
         failures = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
                     ray.exceptions.WorkerCrashedError)
@@ -317,11 +386,15 @@ class RayExecutor(Executor):
 
     def close(self) -> None:
         ray = self._ray
+        with contextlib.suppress(Exception):  # kept for reports and tests; a dead actor has none
+            self.final_stats = self.worker_stats()
         for a in self._actors:
             with contextlib.suppress(Exception):  # a dead actor has nothing left to close
                 ray.get(a.close.remote(), timeout=30)
             ray.kill(a, no_restart=True)
-        self._actors, self._pending, self._probes = [], {}, {}
+        for c in self._compilers:
+            ray.kill(c, no_restart=True)
+        self._actors, self._pending, self._probes, self._compilers, self._compiling = [], {}, {}, [], {}
 
 
 def make_executor(executor: str | Executor, *, address: str | None = None, n_workers: int | None = None,

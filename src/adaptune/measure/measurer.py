@@ -162,6 +162,14 @@ class Measurer:
             self._ensure_worker()
             self._conn.send(("prefetch", fresh))
 
+    def preload(self, items: Iterable[tuple[Mapping[str, Any], Any]]) -> None:
+        """Kernels compiled by another process (``backends.binary.KernelBinary`` per configuration):
+        measuring them loads the binary instead of compiling. Lost if the worker restarts (then compiled)."""
+        items = [(dict(c), b) for c, b in items]
+        if items:
+            self._ensure_worker()
+            self._conn.send(("binaries", items))
+
     def measure(self, config: Mapping[str, Any], best_ms: float | None = None) -> Result:
         """Measure one configuration; faults come back as a failed Result, never as an exception.
 

@@ -63,6 +63,39 @@ class Prepared:
     key: str
 
 
+def kernel_source(spec: KernelSpec, config: dict[str, Any], backend: str
+                  ) -> tuple[Geometry, dict[str, Any], list[Any] | None, str, str]:
+    """(geometry, defines, template arguments, source with defines, kernel name expression) of a config:
+    what compiling it needs, with no device (compile workers use it too)."""
+    geo = launch_geometry(spec, config)
+    if geo.shared_mem and backend != "cuda":
+        raise SpecError("shared_mem (dynamic shared memory) needs the cuda backend; in OpenCL size "
+                        "__local arrays with #defines")
+    defines = kernel_defines(spec, config, geo)
+    targs = template_args(spec, config)
+    try:
+        full = inject_defines(spec.source_text, defines)
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    return geo, defines, targs, full, name_expression(spec.name, targs)
+
+
+def compile_binaries(spec: KernelSpec, backend: str, target: str, configs: Iterable[dict[str, Any]]
+                     ) -> list[tuple[dict[str, Any], Any]]:
+    """Binaries of ``configs`` for ``target`` (a CPU compile worker's job); a config that cannot be
+    compiled here is left out: its measuring worker compiles it and reports what goes wrong."""
+    from adaptune.backends.binary import compile_binary
+
+    out = []
+    for config in configs:
+        try:
+            _, _, _, full, expr = kernel_source(spec, config, backend)
+            out.append((dict(config), compile_binary(backend, target, full, expr, spec.compiler_options)))
+        except Exception:  # noqa: BLE001 - see above
+            continue
+    return out
+
+
 class KernelRunner:
     def __init__(self, spec: KernelSpec, backend: str, settings: MeasureSettings, device: Any) -> None:
         self.spec = spec
@@ -85,7 +118,8 @@ class KernelRunner:
         workers = settings.compile_workers or max(1, min(8, os.cpu_count() or 1))
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="adaptune-compile")
         self.pending: dict[str, Future[tuple[Any, float, bool]]] = {}
-        self.counters = {"measured": 0, "prefetched": 0, "compiled_ahead": 0, "compile_waits": 0}
+        self.counters = {"measured": 0, "prefetched": 0, "compiled_ahead": 0, "compile_waits": 0,
+                         "loaded_binaries": 0}
 
     def device_info(self) -> DeviceInfo:
         return self.backend.device_info()
@@ -95,18 +129,19 @@ class KernelRunner:
 
     # --- compilation -------------------------------------------------------------------------
     def prepare(self, config: dict[str, Any]) -> Prepared:
-        geo = launch_geometry(self.spec, config)
-        if geo.shared_mem and self.backend.name != "cuda":
-            raise SpecError("shared_mem (dynamic shared memory) needs the cuda backend; in OpenCL size "
-                            "__local arrays with #defines")
-        defines = kernel_defines(self.spec, config, geo)
-        targs = template_args(self.spec, config)
-        try:
-            full = inject_defines(self.spec.source_text, defines)
-        except ValueError as exc:
-            raise SpecError(str(exc)) from None
-        key = self.backend.cache_key(full, name_expression(self.spec.name, targs), tuple(self.spec.compiler_options))
+        geo, defines, targs, full, expr = kernel_source(self.spec, config, self.backend.name)
+        key = self.backend.cache_key(full, expr, tuple(self.spec.compiler_options))
         return Prepared(geo, defines, targs, key)
+
+    def preload(self, items: Iterable[tuple[dict[str, Any], Any]]) -> None:
+        """Kernels compiled by another process (``backends.binary``) into the compile cache."""
+        for config, binary in items:
+            try:
+                prep = self.prepare(config)
+            except Exception:  # noqa: BLE001 - measure() reports the reason for this config
+                continue
+            if prep.key not in self.pending and self.backend.load_binary(prep.key, binary):
+                self.counters["loaded_binaries"] += 1
 
     def _compile(self, prep: Prepared) -> tuple[Any, float, bool]:
         return self.backend.compile_timed(self.spec.source_text, self.spec.name, prep.defines,

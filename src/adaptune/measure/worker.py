@@ -6,7 +6,7 @@ notebook, ``python -c`` or ``python - < file``. It answers messages from
 :class:`~adaptune.measure.measurer.Measurer` over the socket ``FD``:
 ``("setup", payload)`` -> ``("ready", DeviceInfo)`` or ``("setup_error", message)``;
 ``("measure", config, best_ms)`` -> ``("compiled", ms)`` then ``("result", Result, restart)`` or
-``("spec_error", message)``; ``("prefetch", configs)``; ``("stats",)`` -> ``("stats", dict)``;
+``("spec_error", message)``; ``("prefetch", configs)``; ``("binaries", [(config, KernelBinary)])``; ``("stats",)`` -> ``("stats", dict)``;
 ``("close",)``. The payload is pickled by the parent process and arrives over that private socket
 only, never from a file.
 """
@@ -103,6 +103,9 @@ def _serve(conn: Connection, runner: Any) -> None:
                 return
         elif op == "prefetch":
             runner.prefetch(message[1])
+        elif op == "binaries":
+            if hasattr(runner, "preload"):
+                runner.preload(message[1])
         elif op == "stats":
             conn.send(("stats", runner.stats()))
         elif op == "close":
