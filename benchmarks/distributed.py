@@ -97,6 +97,30 @@ def bench_workers(problem, backend: str, counts: tuple[int, ...], max_evals: int
     return {"runs": runs}
 
 
+def bench_compile_fanout(problem, backend: str, sample: int, compile_workers: int, seed: int = 0) -> dict:
+    """One measuring worker, compiling ahead itself vs fed binaries by ``compile_workers`` CPU-only actors:
+    wall time, how many kernels came as binaries, and whether the best configuration is the same."""
+    from adaptune.distributed import RayExecutor
+    from adaptune.tuning import tune
+
+    runs = []
+    for n in (0, compile_workers):
+        executor = RayExecutor(n_workers=1, compile_workers=n)
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            rep = tune(problem, "random", max_evals=sample, repeats=7, backend=backend, seed=seed,
+                       db=str(Path(tmp) / "c.db"), progress=False, executor=executor)
+            wall = time.perf_counter() - t0
+        stats = executor.final_stats[0] if executor.final_stats else {}
+        runs.append({"compile_workers": n, "wall_s": wall, "evaluated": rep.evaluated, "failed": rep.failed,
+                     "best": rep.best, "best_time_ms": rep.best_time_ms, "worker_stats": stats,
+                     "compile_ms_sum": sum(r.compile_ms for r in rep.results)})
+        print(f"  compile workers {n}: {wall:.1f} s, {rep.evaluated} evaluated, {rep.failed} failed, best "
+              f"{rep.best_time_ms:.4f} ms, worker {stats}", flush=True)
+    runs[1]["same_best"] = runs[1]["best"] == runs[0]["best"]
+    return {"runs": runs}
+
+
 # ------------------------------------------------------------------------------------ concurrent writers
 WRITER = textwrap.dedent("""
     import json, sys, time
@@ -359,7 +383,9 @@ def write_report(doc: dict, md: Path, png: Path) -> None:
 # ------------------------------------------------------------------------------------ main
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=("cpu", "store", "workers", "replay", "gpu", "report"))
+    ap.add_argument("part", choices=("cpu", "store", "workers", "replay", "gpu", "compile", "report"))
+    ap.add_argument("--compile-workers", type=int, default=8, help="compile: CPU-only compile actors")
+    ap.add_argument("--backend", default="cuda", help="compile: cuda, or opencl for a PoCL pilot")
     ap.add_argument("--out", default=str(RESULTS / "distributed.json"))
     ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--max-evals", type=int, default=100)
@@ -394,6 +420,15 @@ def main() -> int:
             elif part == "replay":
                 data = bench_replay(args.repeats, args.max_evals, args.jobs)
                 _merge(out, "replay", data)
+            elif part == "compile":
+                import ray
+
+                from adaptune.tuning.spec_file import load_problem
+
+                problem = load_problem(ROOT / "examples" / "matmul" / "problem.py", backend=args.backend)
+                ray.init(include_dashboard=False, log_to_driver=False)
+                data = bench_compile_fanout(problem, args.backend, args.sample, args.compile_workers)
+                _merge(out, "compile_fanout", {"problem": problem.name, "sample": args.sample, **data})
             elif part == "gpu":
                 from adaptune.tuning.spec_file import load_problem
 

@@ -51,6 +51,7 @@ class Executor:
     """Workers that measure configurations; subclasses implement the transport."""
 
     name = "executor"
+    lookahead = 0  # configurations worth asking ahead per worker beyond the tuner's own (compile actors)
 
     def start(self, spec: Any, backend: str, settings: MeasureSettings) -> list[DeviceInfo]:
         """Create the workers for one kernel; returns each worker's device (index = worker id)."""
@@ -234,6 +235,7 @@ class RayExecutor(Executor):
             raise ValueError(f"n_workers={n_workers} but {len(self.devices)} devices given: one worker a device")
         self.runtime_env = dict(runtime_env or {})
         self.compile_workers = compile_workers
+        self.lookahead = 2 * compile_workers  # enough asked ahead that binaries come before their turn
         self._compilers: list[Any] = []
         self._targets: list[str | None] = []
         self._compiling: dict[Any, int] = {}  # compile call -> the worker its binaries are for

@@ -69,8 +69,8 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
         stored = {space.key(r.config): r for r in store.results(problem_id=problem_id, device_id=ids[0],
                                                                 input_id=input_id)}
         groups.append(_Group(info, workers, make_strategy(strategy, space, seed=seed, **opts), ids, stored))
-    if prefetch is None:
-        prefetch = 4 if strategy in ("brute_force", "random") else 0  # asks that learn nothing: compile ahead
+    if prefetch is None:  # asks that learn nothing: compile ahead (further when compile actors do it)
+        prefetch = max(4, executor.lookahead) if strategy in ("brute_force", "random") else 0
     owner = {w: g for g in groups for w in g.workers}
     idle = {w for g in groups for w in g.workers}
     attempts: dict[tuple[int, str], int] = {}
