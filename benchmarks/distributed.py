@@ -307,6 +307,20 @@ def write_report(doc: dict, md: Path, png: Path) -> None:
             cp = prev["comparisons"]["2"]
             lines += [f"- earlier run ({prev['date']}, commit {prev['commit']}): speed-up {cp['speedup']:.2f} — "
                       f"{prev.get('note', '')}", ""]
+    if "compile_fanout" in doc:
+        cf = doc["compile_fanout"]
+        lines += ["## Compilation fanned out to CPU-only actors (1 GPU)", "",
+                  f"- {cf['date']}, commit {cf['commit']}, {cf['machine']}; {cf['problem']}, the same "
+                  f"{cf['sample']} random configurations, 7 repeats; CuPy's kernel cache in memory only", "",
+                  "| compile actors | wall (s) | evaluated | failed | kernels compiled by the measuring worker | "
+                  "loaded as binaries | compile ms summed over results | best (ms) | same best |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for r in cf["runs"]:
+            st = r["worker_stats"]
+            lines.append(f"| {r['compile_workers']} | {r['wall_s']:.1f} | {r['evaluated']} | {r['failed']} | "
+                         f"{st.get('compiles')} | {st.get('loaded_binaries')} | {r['compile_ms_sum']:.0f} | "
+                         f"{r['best_time_ms']:.4f} | {r.get('same_best', '-')} |")
+        lines.append("")
     if "gpu_attempt" in doc and "gpu" not in doc:
         g = doc["gpu_attempt"]
         lines += ["## 2 GPUs: not measured", "", f"- {g['date']}, commit {g['commit']}, {g['machine']}",
