@@ -41,6 +41,7 @@ from adaptune.adaptive.transfer import PROXY_FEATURES_MEASURED, MTLSelector, p_d
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY_BACKED = {"cusparse", "cusparse_alg1", "cusparse_alg2", "torch_csr", "cub", "cub_radix", "torch_sort",
                   "presorted_radix"}
+BOOTSTRAP = 2000
 FALLBACK = {"spmv": "csr_scalar", "histogram": "global", "sort": "merge"}
 # P-DFS input: which proxy dominates each benchmark (intensity 0..5 per input). Nitro predicts these from
 # profiler counters; without a profiler here they are set by what each kernel family is bound by.
@@ -109,9 +110,18 @@ def main() -> None:
             srcs = [i for i in range(len(raws)) if i != ti]
             own = fit_model("svm", tr[ti][0], tr[ti][1], tr[ti][2]).predict(x_test)
             res = {"trained_on": [names[i] for i in srcs], "target_trained": score(rt_test, own)}
+            picks = {}
             for label, dfeat in (("mtl_plain", ()), ("mtl_p_dfs", tuple(pdfs)), ("mtl_all_proxies", all_proxies)):
                 sel = MTLSelector(dfeat, kind="svm").fit([(tr[i][0], tr[i][1], feats[i]) for i in srcs])
-                res[label] = score(rt_test, sel.predict(x_test, feats[ti]))
+                picks[label] = sel.predict(x_test, feats[ti])
+                res[label] = score(rt_test, picks[label])
+            # spread: bootstrap the test inputs (the same resample for both models), 90 % interval
+            f_own = fraction_of_oracle(rt_test, own)
+            f_mtl = fraction_of_oracle(rt_test, picks["mtl_p_dfs"])
+            rng = np.random.default_rng(0)
+            boot = [100 * (np.nanmean(f_own[b]) - np.nanmean(f_mtl[b]))
+                    for b in rng.integers(0, len(f_own), (BOOTSTRAP, len(f_own)))]
+            res["points_behind_p_dfs_ci90"] = [float(np.percentile(boot, 5)), float(np.percentile(boot, 95))]
             res["one_source"] = {names[i]: score(rt_test, fit_model("svm", tr[i][0], tr[i][1], tr[i][2]).predict(x_test))
                                  for i in srcs}
             res["source_oracle_labels"] = {names[i]: score(rt_test, np.argmin(te[i][2], 1)) for i in srcs}
@@ -148,7 +158,7 @@ def markdown(out: dict) -> str:
                  f"{short(n)} ({v['date']}, commit {v['commit']})" for n, v in m["labels"].items()),
              f"- same inputs on every device (seed 2024, size scale {out['size_scale'][0]}); dialect kernels only",
              "- mean fraction of the target's oracle on its test inputs; *points behind* = target-trained minus "
-             "MTL with P-DFS proxies", "",
+             "MTL with P-DFS proxies (90 % bootstrap interval over the test inputs)", "",
              "| benchmark | target | trained on target | MTL, no device features | MTL, P-DFS proxies | MTL, all 6 "
              "proxies | points behind | one source alone | sources' oracle labels | best fixed |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -156,8 +166,9 @@ def markdown(out: dict) -> str:
         for t, v in bd["per_target"].items():
             one = ", ".join(f"{short(k)} {x:.3f}" for k, x in v["one_source"].items())
             orc = ", ".join(f"{short(k)} {x:.3f}" for k, x in v["source_oracle_labels"].items())
+            ci = v["points_behind_p_dfs_ci90"]
             lines.append(f"| {b} | {short(t)} | {v['target_trained']:.3f} | {v['mtl_plain']:.3f} | {v['mtl_p_dfs']:.3f} "
-                         f"| {v['mtl_all_proxies']:.3f} | {v['points_behind']['mtl_p_dfs']:+.1f} | {one} | {orc} "
+                         f"| {v['mtl_all_proxies']:.3f} | {v['points_behind']['mtl_p_dfs']:+.1f} [{ci[0]:+.1f}, {ci[1]:+.1f}] | {one} | {orc} "
                          f"| {v['best_fixed']:.3f} ({v['best_fixed_variant']}) |")
     lines += ["", "P-DFS selections (measured proxies): " + "; ".join(
         f"{b}: {', '.join(bd['p_dfs_features'])}" for b, bd in out["benchmarks"].items()), "",
