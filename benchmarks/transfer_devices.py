@@ -1,18 +1,26 @@
-"""Per-input variant selection across devices: train on the others' labels, test on a target GPU.
+"""Per-input variant selection across devices: train on two devices' labels, test on the third.
 
-Reads the raw files of ``benchmarks/gpu_suite.py run`` from two or more devices (same seed and scale,
-so the same inputs) and, for each benchmark (SpMV, histogram, sort) and each device as the target:
+Reads ``benchmarks/transfer_labels.py`` output of three devices (the H100, the H200, PoCL on the CPU; same
+seed, scale and size scale, so the same inputs; the script checks) and, for SpMV, histogram and sort and
+each device as the target:
 
 - **target-trained**: the suite's model (SVM as Nitro, ``adaptive.models.fit_model``) trained on the
-  target's own training labels, scored on its test inputs (fraction of oracle, run-time costs);
-- **transferred**: the same model trained on the other devices' training labels only (with two or more
-  sources, Nitro's MTL: ``MTLSelector``, device features concatenated), scored on the target's test
-  inputs: the target's own features go in, its measured times score the choice;
-- **source oracle labels**: each test input's best variant on a source, run on the target (what reusing
-  another device's per-input choice gives, the upper bound of any source-only model);
-- the best fixed variant on the target.
+  target's own training labels, scored on its test inputs (mean fraction of the target's oracle);
+- **MTL, two sources** (``MTLSelector``): one model on the union of the other two devices' training
+  labels, each row's input features concatenated with its device's features: none (plain union), the
+  measured proxies P-DFS selects for the benchmark, or all six measured proxies
+  (``data/devices/proxy_features.json``); the target's own input features and proxies go in, its times
+  score the choice;
+- **one source**: the model of each other device alone; **source oracle labels**: each test input's best
+  variant on a source run on the target (what copying a source's per-input choice gives);
+- the best single variant on the target.
 
-    python benchmarks/transfer_devices.py RAW_H100.json RAW_H200.json [--out benchmarks/results/transfer_devices]
+Only the variants that are the same kernel text on every device are compared: the dialect kernels
+(cuSPARSE, CUB, torch and the presorted sort's library fallback are NumPy on PoCL, so they are left out).
+A constraint-refused variant (ELL, DIA, shared histograms) costs what the benchmark's fallback costs
+(``FALLBACK``), as at dispatch.
+
+    python benchmarks/transfer_devices.py RAW_A RAW_B RAW_C [--proxies data/devices/proxy_features.json]
 """
 
 from __future__ import annotations
@@ -27,15 +35,19 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptune.adaptive.device_features import table_features
 from adaptune.adaptive.models import fit_model, fraction_of_oracle
-from adaptune.adaptive.transfer import MTLSelector
+from adaptune.adaptive.transfer import PROXY_FEATURES_MEASURED, MTLSelector, p_dfs
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from gpu_suite import cost_matrices  # noqa: E402
-
-DEVICE_FEATURES = ("mem_bandwidth_gbs", "global_mem_gb")  # what differs between an H100 and an H200
+LIBRARY_BACKED = {"cusparse", "cusparse_alg1", "cusparse_alg2", "torch_csr", "cub", "cub_radix", "torch_sort",
+                  "presorted_radix"}
+BOOTSTRAP = 2000
+FALLBACK = {"spmv": "csr_scalar", "histogram": "global", "sort": "merge"}
+# P-DFS input: which proxy dominates each benchmark (intensity 0..5 per input). Nitro predicts these from
+# profiler counters; without a profiler here they are set by what each kernel family is bound by.
+INTENSITY = {"spmv": {"MEM-BW": 5, "LAUNCH": 3, "SH-MEM-BW": 1, "ATOMIC": 0, "SP-GFLOP": 1},
+             "histogram": {"ATOMIC": 5, "SH-MEM-BW": 4, "MEM-BW": 3, "LAUNCH": 2, "SP-GFLOP": 0},
+             "sort": {"SH-MEM-BW": 5, "MEM-BW": 4, "LAUNCH": 4, "ATOMIC": 0, "SP-GFLOP": 0}}
 
 
 def load(path: str) -> dict:
@@ -44,73 +56,152 @@ def load(path: str) -> dict:
     return raw
 
 
-def arrays(bench: dict, part: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+def arrays(bench: dict, part: str, names: list[str], fallback: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(model features, costs with inf where refused/failed, run-time costs with the fallback's cost)."""
     recs = bench[part]
-    costs, runtime = cost_matrices(recs, bench["variants"], bench["default"])
-    xs = np.array([r["model_features"] for r in recs], dtype=float)
-    return xs, costs, runtime, [r["name"] for r in recs]
+    costs = np.array([[r["times_ms"][v] if r["times_ms"].get(v) is not None else np.inf for v in names]
+                      for r in recs], float)
+    runtime = costs.copy()
+    f = names.index(fallback)
+    for i, r in enumerate(recs):
+        for j, v in enumerate(names):
+            if r["status"].get(v) == "constraint":
+                runtime[i, j] = costs[i, f]
+    return np.array([r["model_features"] for r in recs], float), costs, runtime
+
+
+def score(runtime: np.ndarray, chosen: np.ndarray) -> float:
+    return float(np.nanmean(fraction_of_oracle(runtime, chosen)))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("raws", nargs="+")
+    ap.add_argument("--proxies", default=str(ROOT / "data" / "devices" / "proxy_features.json"))
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "transfer_devices"))
     args = ap.parse_args()
     raws = [load(p) for p in args.raws]
+    if len(raws) < 3:
+        raise SystemExit("train on two, test on the third: give three raw files")
+    table = json.loads(Path(args.proxies).read_text())["devices"]
     names = [r["device"]["name"] for r in raws]
-    feats = [table_features(n) for n in names]
-    out: dict = {"devices": names, "sources": [r["path"] for r in raws], "benchmarks": {}}
-    for bname in raws[0]["benchmarks"]:
+    missing = [n for n in names if n not in table]
+    if missing:
+        raise SystemExit(f"no measured proxies for {missing} in {args.proxies}")
+    feats = [table[n]["proxies"] for n in names]
+    all_proxies = tuple(sorted(feats[0]))
+    out: dict = {"devices": names, "sources": [r["path"] for r in raws], "proxies": dict(zip(names, feats, strict=True)),
+                 "size_scale": [r.get("size_scale") for r in raws], "benchmarks": {}}
+    for bname in ("spmv", "histogram", "sort"):
         if not all(bname in r["benchmarks"] for r in raws):
             continue
-        per: dict = {}
         data = [r["benchmarks"][bname] for r in raws]
-        test_names = [arrays(d, "test")[3] for d in data]
-        if any(t != test_names[0] for t in test_names):
-            raise ValueError(f"{bname}: the devices' test inputs differ (same --seed and --scale needed)")
-        for ti, target in enumerate(data):
-            xs_t, c_t, rt_t, _ = arrays(target, "train")
-            x_test, c_test, rt_test, _ = arrays(target, "test")
-            own = fit_model("svm", xs_t, c_t, rt_t)
-            f_own = float(np.nanmean(fraction_of_oracle(rt_test, own.predict(x_test))))
-            srcs = [i for i in range(len(data)) if i != ti]
-            if len(srcs) == 1:
-                xs_s, c_s, rt_s, _ = arrays(data[srcs[0]], "train")
-                moved = fit_model("svm", xs_s, c_s, rt_s).predict(x_test)
-            else:
-                sel = MTLSelector(DEVICE_FEATURES, kind="svm").fit(
-                    [(arrays(data[i], "train")[0], arrays(data[i], "train")[2], feats[i]) for i in srcs])
-                moved = sel.predict(x_test, feats[ti])
-            f_moved = float(np.nanmean(fraction_of_oracle(rt_test, moved)))
-            reuse = {names[i]: float(np.nanmean(fraction_of_oracle(rt_test, np.argmin(arrays(data[i], "test")[2], 1))))
-                     for i in srcs}
-            fixed = np.nanmean(np.array([fraction_of_oracle(rt_test, np.full(len(rt_test), j))
-                                         for j in range(rt_test.shape[1])]), axis=1)
-            same = float(np.mean(np.argmin(rt_test, 1) == np.argmin(arrays(data[srcs[0]], "test")[2], 1)))
-            per[names[ti]] = {"target_trained": f_own, "transferred": f_moved, "points_behind": 100 * (f_own - f_moved),
-                              "source_oracle_labels": reuse, "best_fixed": float(fixed.max()),
-                              "best_fixed_variant": target["variants"][int(np.argmax(fixed))],
-                              "same_oracle_label_share": same, "trained_on": [names[i] for i in srcs]}
-            print(f"{bname} -> {names[ti]}: own {f_own:.4f}, transferred {f_moved:.4f}, reuse {reuse}", flush=True)
-        out["benchmarks"][bname] = per
+        for part in ("train", "test"):
+            lists = [[x["name"] for x in d[part]] for d in data]
+            if any(lst != lists[0] for lst in lists):
+                raise SystemExit(f"{bname}: the devices' {part} inputs differ (same seed, scale, size scale needed)")
+        common = [v for v in data[0]["variants"] if all(v in d["variants"] for d in data) and v not in LIBRARY_BACKED]
+        pdfs = p_dfs([INTENSITY[bname]], proxy_features=PROXY_FEATURES_MEASURED, per_input=2)
+        tr = [arrays(d, "train", common, FALLBACK[bname]) for d in data]
+        te = [arrays(d, "test", common, FALLBACK[bname]) for d in data]
+        per: dict = {}
+        for ti, target in enumerate(names):
+            x_test, _, rt_test = te[ti]
+            srcs = [i for i in range(len(raws)) if i != ti]
+            own = fit_model("svm", tr[ti][0], tr[ti][1], tr[ti][2]).predict(x_test)
+            res = {"trained_on": [names[i] for i in srcs], "target_trained": score(rt_test, own)}
+            picks = {}
+            for label, dfeat in (("mtl_plain", ()), ("mtl_p_dfs", tuple(pdfs)), ("mtl_all_proxies", all_proxies)):
+                sel = MTLSelector(dfeat, kind="svm").fit([(tr[i][0], tr[i][1], feats[i]) for i in srcs])
+                picks[label] = sel.predict(x_test, feats[ti])
+                res[label] = score(rt_test, picks[label])
+            # spread: bootstrap the test inputs (the same resample for both models), 90 % interval
+            f_own = fraction_of_oracle(rt_test, own)
+            f_mtl = fraction_of_oracle(rt_test, picks["mtl_p_dfs"])
+            rng = np.random.default_rng(0)
+            boot = [100 * (np.nanmean(f_own[b]) - np.nanmean(f_mtl[b]))
+                    for b in rng.integers(0, len(f_own), (BOOTSTRAP, len(f_own)))]
+            res["points_behind_p_dfs_ci90"] = [float(np.percentile(boot, 5)), float(np.percentile(boot, 95))]
+            res["one_source"] = {names[i]: score(rt_test, fit_model("svm", tr[i][0], tr[i][1], tr[i][2]).predict(x_test))
+                                 for i in srcs}
+            res["source_oracle_labels"] = {names[i]: score(rt_test, np.argmin(te[i][2], 1)) for i in srcs}
+            fixed = [score(rt_test, np.full(len(rt_test), j)) for j in range(len(common))]
+            res["best_fixed"], res["best_fixed_variant"] = float(max(fixed)), common[int(np.argmax(fixed))]
+            res["oracle_label_share"] = {v: float(np.mean(np.argmin(rt_test, 1) == j)) for j, v in enumerate(common)}
+            res["points_behind"] = {k: 100 * (res["target_trained"] - res[k])
+                                    for k in ("mtl_plain", "mtl_p_dfs", "mtl_all_proxies")}
+            per[target] = res
+            print(f"{bname} -> {target}: own {res['target_trained']:.4f}, MTL plain {res['mtl_plain']:.4f}, "
+                  f"P-DFS {res['mtl_p_dfs']:.4f}, all proxies {res['mtl_all_proxies']:.4f}, "
+                  f"fixed {res['best_fixed']:.4f}", flush=True)
+        out["benchmarks"][bname] = {"variants": common, "fallback": FALLBACK[bname], "p_dfs_features": pdfs,
+                                    "per_target": per}
     commit = os.environ.get("ADAPTUNE_COMMIT") or subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
+                   "labels": {n: {"date": r["date"], "commit": r["commit"]} for n, r in zip(names, raws, strict=True)},
                    "command": "python benchmarks/transfer_devices.py " + " ".join(sys.argv[1:])}
     Path(args.out + ".json").write_text(json.dumps(out, indent=1))
-    lines = ["# Per-input variant selection across devices (GPU suite)", "",
-             f"- date {out['meta']['date']}, commit {out['meta']['commit']}; labels: " + ", ".join(
-                 f"{n} ({r['date']}, commit {r['commit']})" for n, r in zip(names, raws, strict=True)), "",
-             "Mean fraction of the target's oracle on its test inputs.", "",
-             "| benchmark | target | trained on target | trained on others | points behind | others' oracle labels "
-             "| same oracle label | best fixed |", "|---|---|---|---|---|---|---|---|"]
-    for b, per in out["benchmarks"].items():
-        for t, v in per.items():
-            lines.append(f"| {b} | {t} | {v['target_trained']:.4f} | {v['transferred']:.4f} | {v['points_behind']:+.1f} | "
-                         f"{', '.join(f'{x:.4f}' for x in v['source_oracle_labels'].values())} | "
-                         f"{100 * v['same_oracle_label_share']:.0f} % | {v['best_fixed']:.4f} ({v['best_fixed_variant']}) |")
-    Path(args.out + ".md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    Path(args.out + ".md").write_text(markdown(out))
+    plot(out, Path(args.out + ".png"))
+    print(Path(args.out + ".md").read_text())
+
+
+def short(name: str) -> str:
+    return "PoCL (CPU)" if "pthread" in name or "cpu" in name.lower() else name.replace("NVIDIA ", "").split(" ")[0]
+
+
+def markdown(out: dict) -> str:
+    m = out["meta"]
+    lines = ["# Per-input variant selection across devices: train on two, test on the third", "",
+             f"- date {m['date']}, commit {m['commit']}; labels: " + "; ".join(
+                 f"{short(n)} ({v['date']}, commit {v['commit']})" for n, v in m["labels"].items()),
+             f"- same inputs on every device (seed 2024, size scale {out['size_scale'][0]}); dialect kernels only",
+             "- mean fraction of the target's oracle on its test inputs; *points behind* = target-trained minus "
+             "MTL with P-DFS proxies (90 % bootstrap interval over the test inputs)", "",
+             "| benchmark | target | trained on target | MTL, no device features | MTL, P-DFS proxies | MTL, all 6 "
+             "proxies | points behind | one source alone | sources' oracle labels | best fixed |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for b, bd in out["benchmarks"].items():
+        for t, v in bd["per_target"].items():
+            one = ", ".join(f"{short(k)} {x:.3f}" for k, x in v["one_source"].items())
+            orc = ", ".join(f"{short(k)} {x:.3f}" for k, x in v["source_oracle_labels"].items())
+            ci = v["points_behind_p_dfs_ci90"]
+            lines.append(f"| {b} | {short(t)} | {v['target_trained']:.3f} | {v['mtl_plain']:.3f} | {v['mtl_p_dfs']:.3f} "
+                         f"| {v['mtl_all_proxies']:.3f} | {v['points_behind']['mtl_p_dfs']:+.1f} [{ci[0]:+.1f}, {ci[1]:+.1f}] | {one} | {orc} "
+                         f"| {v['best_fixed']:.3f} ({v['best_fixed_variant']}) |")
+    lines += ["", "P-DFS selections (measured proxies): " + "; ".join(
+        f"{b}: {', '.join(bd['p_dfs_features'])}" for b, bd in out["benchmarks"].items()), "",
+        "Measured proxies per device:", "", "| device | " + " | ".join(next(iter(out["proxies"].values()))) + " |",
+        "|---|" + "---|" * len(next(iter(out["proxies"].values())))]
+    for n, p in out["proxies"].items():
+        lines.append(f"| {short(n)} | " + " | ".join(f"{x:.4g}" for x in p.values()) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(out: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    benches = list(out["benchmarks"])
+    fig, axes = plt.subplots(1, len(benches), figsize=(4.2 * len(benches), 3.8), sharey=True)
+    keys = [("target_trained", "target-trained"), ("mtl_plain", "MTL plain"), ("mtl_p_dfs", "MTL P-DFS"),
+            ("mtl_all_proxies", "MTL all proxies"), ("best_fixed", "best fixed")]
+    for ax, b in zip(np.atleast_1d(axes), benches, strict=True):
+        per = out["benchmarks"][b]["per_target"]
+        targets = list(per)
+        xs = np.arange(len(targets))
+        for k, (key, label) in enumerate(keys):
+            ax.bar(xs + (k - 2) * 0.16, [per[t][key] for t in targets], 0.16, label=label)
+        ax.set_xticks(xs, [short(t) for t in targets], fontsize=8)
+        ax.set_title(b)
+        ax.set_ylim(0, 1.05)
+    np.atleast_1d(axes)[0].set_ylabel("fraction of target oracle (test)")
+    np.atleast_1d(axes)[0].legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

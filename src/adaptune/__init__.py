@@ -43,6 +43,9 @@ _LAZY: dict[str, str] = {
     "OBJECTIVES": "adaptune.adaptive.objectives", "objective": "adaptune.adaptive.objectives",
     "pareto": "adaptune.adaptive.objectives", "energy_vs_time": "adaptune.adaptive.objectives",
     "select_clock": "adaptune.adaptive.clocks",
+    "BoostedTransfer": "adaptune.adaptive.zero_shot", "nested_select": "adaptune.adaptive.zero_shot",
+    "zero_shot": "adaptune.adaptive.zero_shot", "measure_proxies": "adaptune.kernels.proxies",
+    "cached_proxies": "adaptune.kernels.proxies",
     # launch-configuration prediction (LS-CAT, seed 004)
     "launch_config": "adaptune.predict",
     # lang: lazy NumPy arrays compiled into fused kernels (entry point: import adaptune.numpy as anp)

@@ -116,6 +116,21 @@ def features_from_info(info: DeviceInfo, *, bandwidth_gbs: float | None = None,
     return out
 
 
+PROXY_TABLE_PATH = TABLE_PATH.with_name("proxy_features.json")
+
+
+def measured_features(name: str, path: str | Path | None = None) -> dict[str, float]:
+    """A device's measured proxy rates (``adaptune.kernels.proxies``) from ``data/devices/proxy_features.json``,
+    found by exact device name (as the backend reports it); ``DeviceFeatureError`` when not measured."""
+    p = Path(path or PROXY_TABLE_PATH)
+    if not p.exists():
+        raise FileNotFoundError(f"proxy feature table {p} does not exist")
+    devices = json.loads(p.read_text()).get("devices", {})
+    if name not in devices:
+        raise DeviceFeatureError(f"no measured proxies for device {name!r} in {p} (measured: {', '.join(sorted(devices))})")
+    return {k: float(v) for k, v in devices[name]["proxies"].items()}
+
+
 def device_vector(features: Mapping[str, float], names: Sequence[str]) -> list[float]:
     """The model's view of a device: the named features, log2 except ``LINEAR_FEATURES``."""
     missing = [n for n in names if n not in features]

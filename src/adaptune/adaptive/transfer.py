@@ -15,9 +15,10 @@ Two problems, one recipe (multitask learning by feature concatenation, device-fe
 Device features are chosen per application: ``cv_dfs`` (Algorithm 2: each source in turn is a temporary
 target, every subset of <= 3 candidate features is scored by leave-that-source-out, the k features most
 frequent in the best subsets win) and ``p_dfs`` (Algorithm 1's vote: proxies with the highest predicted
-intensity per input, majority over inputs, union of their device features). P-DFS's proxy kernels and
-profile-to-intensity models need a profiler (ncu) and are *not* built here: ``p_dfs`` takes the
-intensities from the caller.
+intensity per input, majority over inputs, union of their device features). The proxies themselves are
+measured by ``adaptune.kernels.proxies`` (copy, atomics, local memory, FMA, launch micro-benchmarks;
+``PROXY_FEATURES_MEASURED`` maps Nitro's proxies onto those measured features). The profile-to-intensity
+models need a profiler (ncu) and are *not* built here: ``p_dfs`` takes the intensities from the caller.
 """
 
 from __future__ import annotations
@@ -44,6 +45,16 @@ PROXY_FEATURES: dict[str, tuple[str, ...]] = {
 }
 """Nitro's Table 3.3, application proxy -> device features, mapped onto this project's feature names
 (no DP peak or atomic latency in our table: DP uses cores and clock, ATOMIC the L2 and unit count)."""
+
+PROXY_FEATURES_MEASURED: dict[str, tuple[str, ...]] = {
+    "SP-GFLOP": ("gflops_sp_measured",),
+    "ATOMIC": ("atomic_contended_gops", "atomic_spread_gops"),
+    "MEM-BW": ("copy_gbs",),
+    "SH-MEM-BW": ("local_mem_gbs",),
+    "LAUNCH": ("launch_us",),
+}
+"""Nitro's proxies -> the rates ``adaptune.kernels.proxies`` measures (``data/devices/proxy_features.json``);
+LAUNCH is added here: small inputs are bound by launch latency, which Nitro's table does not cover."""
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-KERNEL_SOURCES = ("spmv_kernels.c", "histogram_kernels.c", "sort_kernels.c", "bfs_kernels.c")
+KERNEL_SOURCES = ("spmv_kernels.c", "histogram_kernels.c", "sort_kernels.c", "bfs_kernels.c", "proxy_kernels.c")
 
 
 class KernelSourceError(ValueError):
