@@ -163,6 +163,8 @@ class LazyArray:
             from adaptune.lang.fallback import eager
 
             return eager("advanced indexing", lambda a, k: a[k], self, key)
+        if key is Ellipsis:  # a[...]: the same view (the common target of an update)
+            return LazyArray(self.base, self.shape, self.strides, self.offset, self.region, self.vdims)
         if not isinstance(key, tuple):
             key = (key,)
         ndim = len(self.shape)
@@ -250,14 +252,14 @@ class LazyArray:
             else:
                 val = asarray(value)
         if val is not None:
-            try:
-                np.broadcast_shapes(val.shape, target.shape)
-                if np.broadcast_shapes(val.shape, target.shape) != target.shape:
-                    raise ValueError
-            except ValueError:
-                raise ValueError(f"could not broadcast input array from shape {val.shape} into shape "
-                                 f"{target.shape}") from None
-            val = val.broadcast_to(target.shape)
+            if val.shape != target.shape:
+                try:
+                    if np.broadcast_shapes(val.shape, target.shape) != target.shape:
+                        raise ValueError
+                except ValueError:
+                    raise ValueError(f"could not broadcast input array from shape {val.shape} into shape "
+                                     f"{target.shape}") from None
+                val = val.broadcast_to(target.shape)
             vnode = val.node()
             vshape = val.shape
         if vnode.dtype != self.dtype:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -30,14 +31,49 @@ SHARED_INLINE_LIMIT = 24  # a node used by several consumers is recomputed only 
 
 
 def linearise(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int], tuple]:
-    """Post-order of the DAG under ``roots`` and its structure key, in one iterative pass.
+    """Post-order of the DAG under ``roots`` and its structure key.
 
-    The key holds, per node, its description and its children's positions, and the roots' positions:
-    the trace without its data. Iterative, so deep traces never hit the recursion limit.
+    The key holds, per node, its description followed by its children's positions (a node's arity follows
+    from its description), and the roots' positions: the trace without its data. This runs on every flush,
+    so the common case is a tight recursive walk; a trace too deep for Python's recursion limit is walked
+    again iteratively.
     """
+    try:
+        return _linearise_recursive(roots)
+    except RecursionError:
+        return _linearise_iterative(roots)
+
+
+def _linearise_recursive(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int], tuple]:
     order: list[Node] = []
     pos: dict[int, int] = {}
-    items: list[tuple] = []
+    items: list[Any] = []
+    append, iappend = order.append, items.append
+
+    def visit(node: Node) -> None:
+        children = node.children
+        for c in children:
+            if id(c) not in pos:
+                visit(c)
+        pos[id(node)] = len(order)
+        append(node)
+        k = node._key
+        if k is None:
+            k = node._key = node.desc()
+        iappend(k)
+        for c in children:
+            iappend(pos[id(c)])
+
+    for root in roots:
+        if id(root) not in pos:
+            visit(root)
+    return order, pos, (tuple(items), tuple([pos[id(r)] for r in roots]))
+
+
+def _linearise_iterative(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int], tuple]:
+    order: list[Node] = []
+    pos: dict[int, int] = {}
+    items: list[Any] = []
     for root in roots:
         if id(root) in pos:
             continue
@@ -59,7 +95,8 @@ def linearise(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int], tuple]
             k = node._key
             if k is None:
                 k = node._key = node.desc()
-            items.append((k, tuple([pos[id(c)] for c in node.children])))
+            items.append(k)
+            items.extend(pos[id(c)] for c in node.children)
     return order, pos, (tuple(items), tuple([pos[id(r)] for r in roots]))
 
 
@@ -80,6 +117,7 @@ class Step:
     source: str
     bytes: int
     items: int = 0
+    fn: Any = None  # the raw launcher ``fn((grid,), (block,), args)`` (CuPy's Function on CUDA)
 
 
 @dataclass
@@ -92,6 +130,40 @@ class Plan:
     kernels: int = 0
     bytes: int = 0
     reductions: list[dict[str, Any]] = field(default_factory=list)
+    # prepared by ``prepare``: what a cache hit executes (see ``run``)
+    fast: list[tuple] = field(default_factory=list)
+    tmp_none: list[None] = field(default_factory=list)
+    root_vals: list[int] = field(default_factory=list)
+
+
+def prepare(plan: Plan) -> Plan:
+    """Pre-build everything a cache hit needs, so a steady-state flush allocates no Python objects beyond
+    the value list, the argument tuples and the device buffers: per step the raw launcher, the (grid,) and
+    (block,) tuples, an ``itemgetter`` that forms the argument tuple from the flush's value list in one C
+    call, and the outputs to allocate. The value list is [leaf buffers..., scalar arguments..., temporaries...].
+    Call again after changing a step's geometry (the work-group tuner does)."""
+    n_leaf = len(plan.leaf_slots)
+    index_in = {p: i for i, p in enumerate(plan.leaf_slots)}
+    index_in.update({p: n_leaf + j for j, p in enumerate(plan.scalar_slots)})
+    base = n_leaf + len(plan.scalar_slots)
+
+    def vi(kind: str, slot: int) -> int:
+        return index_in[slot] if kind == "in" else base + slot
+
+    fast = []
+    for step in plan.steps:
+        outs = tuple((vi(kind, slot), n, dtype) for kind, slot, n, dtype in step.outputs if kind == "tmp")
+        idx = [vi(k, s) for k, s in step.args] + [vi(k, s) for k, s, _, _ in step.outputs]
+        getter = itemgetter(*idx) if len(idx) > 1 else _single(idx[0])
+        fast.append((step.fn if step.grid else None, (int(step.grid),), (int(step.block),), getter, outs))
+    plan.fast = fast
+    plan.tmp_none = [None] * plan.n_tmp
+    plan.root_vals = [base + s if s >= 0 else index_in[-1 - s] for s in plan.root_slots]
+    return plan
+
+
+def _single(i: int) -> Callable[[list], tuple]:
+    return lambda vals: (vals[i],)
 
 
 def _materialised(order: list[Node], pos: dict[int, int], roots: Sequence[Node]) -> set[int]:
@@ -204,7 +276,7 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
                 [pos[id(n)] for n in order if isinstance(n, Buffer)], reductions=reductions)
     plan.kernels = len(steps)
     plan.bytes = sum(s.bytes for s in steps)
-    return plan
+    return prepare(plan)
 
 
 def _levels(order: list[Node], mat: set[int], deps: dict[int, list[tuple[Node, bool]]],
@@ -250,7 +322,7 @@ def _step(runtime: Runtime, src: str, ctx: codegen.Ctx, outs, slot_of, grid: int
     outs = [(kind, slot, max(int(n), 1), storage_dtype(dt)) for kind, slot, n, dt in outs]
     args = [slot_of[id(n)] for n in ctx.inputs] + [slot_of[id(n)] for n in ctx.scalars]
     nbytes = sum(n.size * n.dtype.itemsize for n in ctx.inputs) + sum(k[2] * k[3].itemsize for k in outs)
-    return Step(launch, grid, block, args, outs, what, src, nbytes)
+    return Step(launch, grid, block, args, outs, what, src, nbytes, fn=runtime.raw(src))
 
 
 def _reduce_steps(nodes: list[Reduce], rs: codegen.ReduceShape, variant: str, params: dict[str, int],
@@ -305,7 +377,21 @@ def default_parts(rs: codegen.ReduceShape, block: int, runtime: Runtime) -> int:
 
 
 def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = None) -> list[Any]:
-    """Launch the plan's kernels; return the device buffers of the roots (``record`` gets (step, args))."""
+    """Launch the plan's kernels; return the device buffers of the roots (``record`` gets (step, args)).
+
+    The hot path (no ``record``): one value list, prepared argument tuples, raw launches."""
+    if record is None:
+        vals = [order[i].data for i in plan.leaf_slots]  # type: ignore[attr-defined]
+        if plan.scalar_slots:
+            vals += [order[i].arg for i in plan.scalar_slots]  # type: ignore[attr-defined]
+        vals += plan.tmp_none
+        alloc = runtime.alloc
+        for fn, grid, block, getter, outs in plan.fast:
+            for i, n, dtype in outs:
+                vals[i] = alloc(n, dtype)
+            if fn is not None:
+                fn(grid, block, getter(vals))
+        return [vals[i] for i in plan.root_vals]
     tmp: list[Any] = [None] * plan.n_tmp
     alloc = runtime.alloc
     for step in plan.steps:
@@ -327,5 +413,4 @@ def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = N
 
 
 def _scalar_arg(node: Node) -> Any:
-    value = node.value  # type: ignore[attr-defined]
-    return np.uint8(value) if node.dtype == np.bool_ else value
+    return node.arg  # type: ignore[attr-defined]

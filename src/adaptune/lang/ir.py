@@ -95,11 +95,12 @@ class Buffer(Node):
 class Scalar(Node):
     """A host scalar passed as a kernel argument (so a changing value never recompiles)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "arg")
 
     def __init__(self, value: Any, dtype: np.dtype) -> None:
         super().__init__((), dtype)
         self.value = dtype.type(value)
+        self.arg = np.uint8(self.value) if dtype == np.bool_ else self.value  # what a kernel receives
 
     def desc(self) -> tuple:
         return ("scalar", self.dtype.char)
