@@ -244,6 +244,9 @@ class LazyArray:
         target = self[key]
         if target.size == 0:
             return
+        if isinstance(value, LazyArray) and value.base is self.base and value.shape == target.shape and \
+                value.strides == target.strides and value.offset == target.offset:
+            return  # a view assigned to itself (``a[3] += 1`` ends so, after __iadd__ wrote it): nothing to do
         val = value if isinstance(value, LazyArray) else None
         if val is None:
             if isinstance(value, PyScalar + (np.generic,)):
@@ -330,6 +333,8 @@ class LazyArray:
         node = self.node()
         if isinstance(node, View):
             return LazyArray.wrap(Map("cast", (node,), node.shape, node.dtype, node.dtype))
+        if isinstance(node, Buffer):
+            node.share()  # two arrays hold one storage now: neither may be written in place
         return LazyArray.wrap(node)  # versions are immutable: sharing the node is a copy
 
     def astype(self, dtype: Any, copy: bool = True) -> LazyArray:
@@ -468,7 +473,7 @@ def asarray(obj: Any, dtype: Any = None) -> LazyArray:
     if dtype is None and host.dtype not in SUPPORTED_SET:
         host = host.astype(_default_for(host.dtype))
     dt = check_dtype(host.dtype)
-    return LazyArray.wrap(Buffer(sess.runtime.upload(host), host.shape, dt))
+    return LazyArray.wrap(Buffer(sess.runtime.upload(host), host.shape, dt, owned=True))
 
 
 def _default_for(dt: np.dtype) -> np.dtype:

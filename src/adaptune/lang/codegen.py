@@ -333,6 +333,29 @@ def elementwise(outputs: list[Node], external: set[int]) -> tuple[str, Ctx]:
     return src, ctx
 
 
+def inplace(node: Update, external: set[int]) -> tuple[str, Ctx]:
+    """One work-item per element of the written region: compute the value there and store it into the old
+    buffer itself (``o0``). Reads of the old buffer go through that same pointer (the fuser allowed only
+    reads of the element the work-item writes, so there is no race and no aliasing behind RESTRICT)."""
+    old, val = node.children
+    strides, offset = node.target()
+    n = val.size
+    ctx = Ctx(external=external)
+    ctx.names[id(old)] = "o0"
+    idx = Index(val.shape, flat="gid")
+    v = value(ctx, val, idx)
+    if val.dtype != node.dtype:
+        v = convert(v, node.dtype)
+    addr = address(ctx, View(old, val.shape, strides, offset), idx)
+    idx_t = index_type(n, old.size, *_sizes(ctx))
+    body = "\n".join(ctx.lines)
+    sig = signature(ctx, [("o0", node.dtype)])
+    src = (f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n"
+           "    const idx_t gid = (idx_t)GROUP_ID() * (idx_t)GROUP_SIZE() + (idx_t)LID();\n"
+           f"    if (gid >= {n}) return;\n{body}\n    o0[{addr}] = {v};\n}}\n")
+    return src, ctx
+
+
 # ----------------------------------------------------------------------------------- reductions
 
 REDUCE_VARIANTS = ("thread_per_output", "tree", "segmented", "two_pass")

@@ -23,7 +23,18 @@ from typing import Any
 import numpy as np
 
 from adaptune.lang import codegen
-from adaptune.lang.ir import Buffer, Map, Node, Reduce, Scalar, Update, View, count_ops, is_identity_view
+from adaptune.lang.ir import (
+    Buffer,
+    Map,
+    Node,
+    Reduce,
+    Scalar,
+    Update,
+    View,
+    contiguous_strides,
+    count_ops,
+    is_identity_view,
+)
 from adaptune.lang.runtime import Runtime, storage_dtype
 
 MAX_FUSED_REDUCTIONS = 4  # accumulators per reduction kernel (shared memory: one block-sized array each)
@@ -130,6 +141,7 @@ class Plan:
     kernels: int = 0
     bytes: int = 0
     reductions: list[dict[str, Any]] = field(default_factory=list)
+    inplace: int = 0
     # prepared by ``prepare``: what a cache hit executes (see ``run``)
     fast: list[tuple] = field(default_factory=list)
     tmp_none: list[None] = field(default_factory=list)
@@ -216,7 +228,8 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
     """Partition, generate and compile; ``choose`` picks a reduction variant and its parameters."""
     mat = _materialised(order, pos, roots)
     deps = {id(n): _deps(n, mat) for n in order if id(n) in mat}
-    level = _levels(order, mat, deps, {})
+    inplace = {id(n) for n in roots if isinstance(n, Update) and _inplace_candidate(n, mat)}
+    level = _levels(order, mat, deps, {}, inplace)
     # reductions over one shape and axes run at the latest level any of them needs, so they share a kernel
     latest: dict[tuple, int] = {}
     for n in order:
@@ -224,13 +237,21 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
             rkey = (n.children[0].shape, n.axes)
             latest[rkey] = max(latest.get(rkey, 0), level[id(n)])
     floors = {id(n): latest[(n.children[0].shape, n.axes)] for n in order if isinstance(n, Reduce)}
-    level = _levels(order, mat, deps, floors)
+    level = _levels(order, mat, deps, floors, inplace)
+    while True:  # an in-place write must come after every other kernel that reads the old buffer
+        late = {u for u in inplace if _read_later(u, order, mat, deps, level, inplace)}
+        if not late:
+            break
+        inplace -= late
+        level = _levels(order, mat, deps, floors, inplace)
     groups: dict[tuple, list[Node]] = {}
     for n in order:
         if id(n) not in mat:
             continue
         lv = level[id(n)]
-        if isinstance(n, Reduce):  # up to MAX_FUSED_REDUCTIONS accumulators per kernel
+        if id(n) in inplace:
+            gkey = (lv, "inplace", pos[id(n)])
+        elif isinstance(n, Reduce):  # up to MAX_FUSED_REDUCTIONS accumulators per kernel
             rkey = (n.children[0].shape, n.axes)
             gkey = (lv, "reduce", (rkey, 0))
             while len(groups.get(gkey, ())) >= MAX_FUSED_REDUCTIONS:
@@ -245,11 +266,21 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
             slot_of[id(r)] = ("in", pos[id(r)])
     n_tmp = 0
     reductions: list[dict[str, Any]] = []
-    for gkey in sorted(groups, key=lambda k: (k[0], k[1], str(k[2]))):
+    rank = {"map": 0, "reduce": 1, "inplace": 2}  # in-place writes run last within their level
+    for gkey in sorted(groups, key=lambda k: (k[0], rank[k[1]], str(k[2]))):
         nodes = groups[gkey]
         external = {i for i in mat if all(i != id(m) for m in nodes)} | \
             {id(n) for n in order if isinstance(n, Buffer)}
-        if gkey[1] == "map":
+        if gkey[1] == "inplace":
+            node = nodes[0]
+            old, val = node.children
+            src, ctx = codegen.inplace(node, external)
+            slot_of[id(node)] = ("in", pos[id(old)])
+            block = min(256, runtime.max_block)
+            step = _step(runtime, src, ctx, [("in", pos[id(old)], val.size, node.dtype)], slot_of,
+                         -(-val.size // block), block, _describe(nodes) + " (in place)")
+            steps.append(step)  # items stay 0: an in-place kernel is not re-launched by the tuner
+        elif gkey[1] == "map":
             src, ctx = codegen.elementwise(nodes, external)
             outs = []
             for node in nodes:
@@ -276,12 +307,14 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
                 [pos[id(n)] for n in order if isinstance(n, Buffer)], reductions=reductions)
     plan.kernels = len(steps)
     plan.bytes = sum(s.bytes for s in steps)
+    plan.inplace = len(inplace)
     return prepare(plan)
 
 
 def _levels(order: list[Node], mat: set[int], deps: dict[int, list[tuple[Node, bool]]],
-            floors: dict[int, int]) -> dict[int, int]:
-    """Kernel level of each materialised node: after everything it reads through a non-pointwise edge."""
+            floors: dict[int, int], inplace: set[int] = frozenset()) -> dict[int, int]:
+    """Kernel level of each materialised node: after everything it reads through a non-pointwise edge
+    (an in-place write is its own kernel, so whatever reads its result runs at a later level)."""
     level: dict[int, int] = {}
     for n in order:
         if id(n) not in mat:
@@ -290,10 +323,65 @@ def _levels(order: list[Node], mat: set[int], deps: dict[int, list[tuple[Node, b
         for d, pw in deps[id(n)]:
             if isinstance(d, Buffer) and id(d) not in mat:
                 continue
-            same = pw and not isinstance(n, Reduce) and not isinstance(d, Reduce) and d.shape == n.shape
+            same = pw and not isinstance(n, Reduce) and not isinstance(d, Reduce) and d.shape == n.shape \
+                and id(d) not in inplace
             lv = max(lv, level[id(d)] + (0 if same else 1))
         level[id(n)] = lv
     return level
+
+
+def _norm(shape: tuple[int, ...], strides: Sequence[int], offset: int) -> tuple:
+    return tuple(0 if n == 1 else s for n, s in zip(shape, strides, strict=True)), offset
+
+
+def _inplace_candidate(u: Update, mat: set[int]) -> bool:
+    """Can ``u`` overwrite its old buffer in place? Only if that buffer is ``owned`` and every element the
+    inlined value reads from it is the element the same work-item writes (same-index reads are safe; a
+    shifted or broadcast read of an element another work-item may write first is not: that needs a copy)."""
+    old, val = u.children
+    if not isinstance(old, Buffer) or not old.owned or val.size == 0:
+        return False
+    strides, offset = u.target()
+    want = _norm(val.shape, strides, offset)
+    stack: list[tuple[Node, bool]] = [(val, True)]  # (node, evaluated at the written element's index)
+    seen: set[tuple[int, bool]] = set()
+    while stack:
+        n, same = stack.pop()
+        if (id(n), same) in seen:
+            continue
+        seen.add((id(n), same))
+        if n is old:  # read whole, at the value's own index
+            if not (same and val.shape == old.shape and want == _norm(old.shape, contiguous_strides(old.shape), 0)):
+                return False
+            continue
+        if isinstance(n, Buffer | Scalar) or id(n) in mat:  # materialised nodes are computed by earlier kernels
+            continue
+        if isinstance(n, View):
+            src = n.children[0]
+            if src is old:
+                if not (same and n.shape == val.shape and _norm(n.shape, n.strides, n.offset) == want):
+                    return False
+                continue
+            stack.append((src, False))
+        elif isinstance(n, Map):
+            stack.extend((c, same) for c in n.children)
+        else:
+            stack.extend((c, False) for c in n.children)
+    return True
+
+
+def _read_later(u_id: int, order: list[Node], mat: set[int], deps: dict[int, list[tuple[Node, bool]]],
+                level: dict[int, int], inplace: set[int]) -> bool:
+    """True if a kernel that runs at or after the in-place write ``u_id`` reads its old buffer."""
+    u = next(n for n in order if id(n) == u_id)
+    old = u.children[0]
+    for n in order:
+        if id(n) == u_id or id(n) not in mat:
+            continue
+        late = level[id(n)] > level[u_id] or (level[id(n)] == level[u_id] and id(n) in inplace)
+        if late and any(d is old for d, _ in deps[id(n)]):
+            return True
+    return False
 
 
 def _describe(nodes: Sequence[Node]) -> str:
@@ -379,38 +467,25 @@ def default_parts(rs: codegen.ReduceShape, block: int, runtime: Runtime) -> int:
 def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = None) -> list[Any]:
     """Launch the plan's kernels; return the device buffers of the roots (``record`` gets (step, args)).
 
-    The hot path (no ``record``): one value list, prepared argument tuples, raw launches."""
+    One value list per flush ([leaf buffers, scalars, temporaries]); each launch's arguments are one
+    prepared ``itemgetter`` call; outputs written in place are leaves, so nothing is allocated for them."""
+    vals = [order[i].data for i in plan.leaf_slots]  # type: ignore[attr-defined]
+    if plan.scalar_slots:
+        vals += [order[i].arg for i in plan.scalar_slots]  # type: ignore[attr-defined]
+    vals += plan.tmp_none
+    alloc = runtime.alloc
     if record is None:
-        vals = [order[i].data for i in plan.leaf_slots]  # type: ignore[attr-defined]
-        if plan.scalar_slots:
-            vals += [order[i].arg for i in plan.scalar_slots]  # type: ignore[attr-defined]
-        vals += plan.tmp_none
-        alloc = runtime.alloc
         for fn, grid, block, getter, outs in plan.fast:
             for i, n, dtype in outs:
                 vals[i] = alloc(n, dtype)
             if fn is not None:
                 fn(grid, block, getter(vals))
         return [vals[i] for i in plan.root_vals]
-    tmp: list[Any] = [None] * plan.n_tmp
-    alloc = runtime.alloc
-    for step in plan.steps:
-        for _, slot, n, dtype in step.outputs:
-            tmp[slot] = alloc(n, dtype)
-        args = []
-        for kind, slot in step.args:
-            if kind == "tmp":
-                args.append(tmp[slot])
-            else:
-                node = order[slot]
-                args.append(node.data if isinstance(node, Buffer) else _scalar_arg(node))
-        args.extend(tmp[slot] for _, slot, _, _ in step.outputs)
-        if step.grid:  # an empty array launches nothing (CUDA refuses a zero-sized grid)
-            step.launch(step.grid, step.block, args)
-        if record is not None:
-            record.append((step, args))
-    return [tmp[s] if s >= 0 else order[-1 - s].data for s in plan.root_slots]
-
-
-def _scalar_arg(node: Node) -> Any:
-    return node.arg  # type: ignore[attr-defined]
+    for step, (fn, grid, block, getter, outs) in zip(plan.steps, plan.fast, strict=True):
+        for i, n, dtype in outs:
+            vals[i] = alloc(n, dtype)
+        args = list(getter(vals))
+        if fn is not None:
+            fn(grid, block, tuple(args))
+        record.append((step, args))
+    return [vals[i] for i in plan.root_vals]

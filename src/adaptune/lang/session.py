@@ -33,6 +33,7 @@ class FlushStats:
     compiled: int = 0
     host_us: float = 0.0
     fallback: str = ""
+    inplace: int = 0  # kernels that wrote into an existing buffer (no allocation, no copy of the rest)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,7 +126,7 @@ class Session:
             self.flushes += 1
             self.history_kernels += plan.kernels
             self.last = stats = FlushStats(plan.kernels, plan.bytes, len(order), True, 0,
-                                           (time.perf_counter() - t0) * 1e6)
+                                           (time.perf_counter() - t0) * 1e6, "", plan.inplace)
             return stats
         stats = FlushStats(nodes=len(order))
         compiled = runtime.compile_count
@@ -136,7 +137,7 @@ class Session:
 
             stats.fallback = str(exc).splitlines()[0]
             results = evaluate_eagerly(roots, runtime, str(exc))
-            self._assign(bases, roots, root_of, results)
+            self._assign(bases, roots, root_of, results, owned=False)
             stats.host_us = (time.perf_counter() - t0) * 1e6
             self.last = stats
             return stats
@@ -149,7 +150,7 @@ class Session:
             self.tuner.tune(record, runtime)
             fuse.prepare(plan)  # the tuner may have changed work-group sizes
         self._assign(bases, roots, root_of, results)
-        stats.kernels, stats.bytes = plan.kernels, plan.bytes
+        stats.kernels, stats.bytes, stats.inplace = plan.kernels, plan.bytes, plan.inplace
         stats.host_us = (time.perf_counter() - t0) * 1e6
         self.last = stats
         self.flushes += 1
@@ -157,10 +158,18 @@ class Session:
         return stats
 
     @staticmethod
-    def _assign(bases: list[Base], roots: list[Node], root_of: dict[int, int], results: list[Any]) -> None:
-        done = [Buffer(data, r.shape, r.dtype) for r, data in zip(roots, results, strict=True)]
+    def _assign(bases: list[Base], roots: list[Node], root_of: dict[int, int], results: list[Any],
+                owned: bool = True) -> None:
+        """Each base's expression becomes its buffer; a buffer that two bases receive is shared (copies
+        made before the flush), so neither may later overwrite it in place."""
+        done = [Buffer(data, r.shape, r.dtype, owned) for r, data in zip(roots, results, strict=True)]
+        given: set[int] = set()
         for b in bases:
-            b.node = done[root_of[id(b.node)]]
+            i = root_of[id(b.node)]
+            if i in given:
+                done[i].share()
+            given.add(i)
+            b.node = done[i]
 
     def _choose(self, rs: Any, node: Any, runtime: Runtime) -> tuple[str, dict[str, int]]:
         if self._chooser is not None:
