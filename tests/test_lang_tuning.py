@@ -26,12 +26,13 @@ def fresh_session():
 
 def test_reduction_model_is_trained_stored_reused_and_used(tmp_path):
     db = tmp_path / "lang.db"
-    cv = lang_reduce.tune_reductions(db, ladder=LADDER, repeats=2, blocks=(32, 128), segments=(4,))
+    small = dict(blocks=(32, 128), segments=(4,), unrolls=(4,), groups_per_sm=(4,), grid_budget=1)
+    cv = lang_reduce.tune_reductions(db, ladder=LADDER, repeats=2, **small)
     report = cv.last_training
     assert report.measured > 0 and report.reused == 0 and not report.failures
     assert set(lang_reduce.REDUCE_VARIANTS) <= {lab.split("[")[0] for lab in report.labels} | {"rule"}
     # a second process-equivalent run finds every label in the store and measures nothing
-    again = lang_reduce.tune_reductions(db, ladder=LADDER, repeats=2, blocks=(32, 128), segments=(4,))
+    again = lang_reduce.tune_reductions(db, ladder=LADDER, repeats=2, **small)
     assert again.last_training.measured == 0 and again.last_training.reused == report.measured
     # the installed selector picks a label per shape; results stay correct whatever it picks
     chooser = lang_session.session().chooser
@@ -41,8 +42,15 @@ def test_reduction_model_is_trained_stored_reused_and_used(tmp_path):
     assert chooser.cache  # the model was consulted for this shape
     path = tmp_path / "reduce_model.json"
     cv.save(path)
-    loaded = lang_reduce.load_model(str(path), blocks=(32, 128), segments=(4,))
+    loaded = lang_reduce.load_model(str(path), blocks=(32, 128), segments=(4,), unrolls=(4,), groups_per_sm=(4,))
     assert loaded.model_labels == cv.model_labels
+
+
+def test_reduction_ladder_covers_the_feature_space():
+    full = lang_reduce.LADDER_FULL
+    assert len(full) >= 30 and len(set(full)) == len(full)
+    assert {c for _, _, c in full} == {True, False} and {n for n, _, _ in full} >= {1, 4, 1 << 20}
+    assert all(n * length in (1 << 20, 1 << 24) for n, length, _ in full)
 
 
 def test_elementwise_work_group_tuning_is_stored_and_reused(tmp_path):

@@ -358,7 +358,7 @@ def inplace(node: Update, external: set[int]) -> tuple[str, Ctx]:
 
 # ----------------------------------------------------------------------------------- reductions
 
-REDUCE_VARIANTS = ("thread_per_output", "tree", "segmented", "two_pass")
+REDUCE_VARIANTS = ("thread_per_output", "tree", "segmented", "two_pass", "grid_stride")
 
 
 @dataclass(frozen=True)
@@ -409,7 +409,7 @@ def _o_multi(ctx: Ctx, rs: ReduceShape, o: str) -> tuple[str, ...] | None:
     return ctx.multi(Index(tuple(rs.src_shape[d] for d in rs.kept), flat=o))
 
 
-def _accumulate(ctx: Ctx, nodes: list[Reduce], rs: ReduceShape, o: str, r: str, o_multi) -> None:
+def _accumulate(ctx: Ctx, nodes: list[Reduce], rs: ReduceShape, o: str, r: str, o_multi, suffix: str = "") -> None:
     """One loop body: every reduction's producer at (o, r), inlined once (shared subexpressions computed once)."""
     ctx.push()
     index = _reduce_index(ctx, rs, o, r, o_multi)
@@ -418,7 +418,8 @@ def _accumulate(ctx: Ctx, nodes: list[Reduce], rs: ReduceShape, o: str, r: str, 
         v = value(ctx, src, index)
         if src.dtype != node.dtype:
             v = convert(v, node.dtype)
-        ctx.emit(f"acc{k} = {ops.combine(node.op, f'acc{k}', v, node.dtype)};")
+        acc = f"acc{k}{suffix}"
+        ctx.emit(f"{acc} = {ops.combine(node.op, acc, v, node.dtype)};")
     ctx.pop()
 
 
@@ -435,7 +436,7 @@ def _tree(ctx: Ctx, nodes: list[Reduce], lanes: str, lane: str, base: str) -> No
 
 
 def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, block: int, seg: int = 32,
-              parts: int = 1) -> tuple[str, Ctx]:
+              parts: int = 1, unroll: int = 4) -> tuple[str, Ctx]:
     """Source of one reduction kernel (for ``two_pass``, the first pass: ``parts`` partials per output).
 
     ``nodes``: one reduction, or several over the same shape and axes (one kernel, one accumulator and one
@@ -443,7 +444,11 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
     Variants (seed 002, ch. 3 and 6): ``thread_per_output`` (a sequential loop per work-item; coalesced
     when the reduced axis is not the innermost), ``tree`` (a work-group per output, strided loads then a
     shared-memory tree), ``segmented`` (``seg`` work-items per output, several outputs per group) and
-    ``two_pass`` (``parts`` work-groups per output write partials; a second tree kernel finishes).
+    ``two_pass`` (``parts`` work-groups per output write partials; a second tree kernel finishes) and
+    ``grid_stride`` (the same two passes, but the ``parts`` groups of an output sweep it together, each
+    work-item stepping by ``parts * block`` with ``unroll`` independent accumulators, so every load of a
+    step is coalesced across the whole grid and ``unroll`` loads are in flight per work-item: CUB's
+    device-wide reduction without vector types, which the portable dialect lacks).
     """
     if variant not in REDUCE_VARIANTS:
         raise ValueError(f"unknown reduction variant {variant!r}; known: {', '.join(REDUCE_VARIANTS)}")
@@ -473,6 +478,11 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
             lanes, lane, base = str(seg), "lane", "(lid - lane)"
             o_expr = f"({i})GROUP_ID() * {block // seg} + ({i})(lid / {seg})"
             lo, hi, step = "lane", str(rs.length), str(seg)
+        elif variant == "grid_stride":
+            lanes, lane, base = str(block), "lid", "0"
+            o_expr = f"({i})(GROUP_ID() / {parts})"
+            lo = f"({i})(GROUP_ID() % {parts}) * {block} + lid"
+            hi, step = str(rs.length), str(parts * block)
         else:  # two_pass, first pass
             chunk = -(-rs.length // parts)
             lanes, lane, base = str(block), "lid", "0"
@@ -493,22 +503,41 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
         ctx.push()
         o_multi = _o_multi(ctx, rs, "o")
         ctx.emit(f"const {i} hi = {hi};")
-        ctx.emit(f"for ({i} r = {lo}; r < hi; r += {step}) {{")
-        _accumulate(ctx, nodes, rs, "o", "r", o_multi)
-        ctx.emit("}")
+        if variant == "grid_stride" and unroll > 1:
+            for u in range(1, unroll):
+                for k, n in enumerate(nodes):
+                    ctx.emit(f"{ctype(n.dtype)} acc{k}_{u} = {ops.identity(n.op, n.dtype)};")
+            ctx.emit(f"{i} r = {lo};")
+            ctx.emit(f"for (; r + {(unroll - 1) * int(step)} < hi; r += {unroll * int(step)}) {{")
+            ctx.push()
+            for u in range(unroll):
+                _accumulate(ctx, nodes, rs, "o", f"(r + {u * int(step)})" if u else "r", o_multi,
+                            suffix=f"_{u}" if u else "")
+            ctx.pop()
+            ctx.emit("}")
+            ctx.emit(f"for (; r < hi; r += {step}) {{")
+            _accumulate(ctx, nodes, rs, "o", "r", o_multi)
+            ctx.emit("}")
+            for u in range(1, unroll):
+                for k, n in enumerate(nodes):
+                    ctx.emit(f"acc{k} = {ops.combine(n.op, f'acc{k}', f'acc{k}_{u}', n.dtype)};")
+        else:
+            ctx.emit(f"for ({i} r = {lo}; r < hi; r += {step}) {{")
+            _accumulate(ctx, nodes, rs, "o", "r", o_multi)
+            ctx.emit("}")
         ctx.pop()
         ctx.emit("}")
         for k in range(len(nodes)):
             ctx.emit(f"sm{k}[lid] = acc{k};")
         ctx.emit("BARRIER();")
         _tree(ctx, nodes, lanes, lane, base)
-        target = "GROUP_ID()" if variant == "two_pass" else "o"
+        target = "GROUP_ID()" if variant in ("two_pass", "grid_stride") else "o"
         ctx.emit(f"if ({lane} == 0 && o < {rs.n_out}) {{")
         for k in range(len(nodes)):
             ctx.emit(f"    out{k}[{target}] = sm{k}[{base}];")
         ctx.emit("}")
     sig = signature(ctx, [(f"out{k}", n.dtype) for k, n in enumerate(nodes)])
     body = "\n".join(ctx.lines)
-    idx_t = index_type(rs.n_out * rs.length * max(parts, 1), *_sizes(ctx))
+    idx_t = index_type(rs.n_out * rs.length * max(parts, 1) + parts * block * max(unroll, 1), *_sizes(ctx))
     src = f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n" + "".join(f"    {h}\n" for h in head) + body + "\n}\n"
     return src, ctx

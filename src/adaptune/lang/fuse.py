@@ -427,9 +427,16 @@ def _reduce_steps(nodes: list[Reduce], rs: codegen.ReduceShape, variant: str, pa
         seg = int(params.get("seg", 32))
         src, ctx = codegen.reduction(nodes, external, variant, block, seg=seg)
         grid = -(-rs.n_out // (block // seg))
-    else:
-        parts = int(params.get("parts", 0)) or default_parts(rs, block, runtime)
-        src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts)
+    else:  # two_pass or grid_stride: partials, then a tree kernel over them
+        if variant == "grid_stride":
+            per_sm = int(params.get("groups_per_sm", 0)) or max(1, 2048 // block)
+            parts = max(1, min(runtime.multiprocessors * per_sm // max(rs.n_out, 1), -(-rs.length // block),
+                               4096))
+            src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts,
+                                         unroll=int(params.get("unroll", 4)))
+        else:
+            parts = int(params.get("parts", 0)) or default_parts(rs, block, runtime)
+            src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts)
         partials = []
         for node in nodes:
             partials.append(("tmp", n_tmp, rs.n_out * parts, node.dtype))

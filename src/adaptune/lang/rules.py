@@ -8,12 +8,13 @@ from adaptune.lang.codegen import ReduceShape
 
 
 def default_choice(rs: ReduceShape, runtime: Any) -> tuple[str, dict[str, int]]:
-    """The untuned rule: two passes for few long reductions, one work-item per output when the
+    """The untuned rule: a grid-stride two-pass sweep for few long contiguous reductions (two plain passes
+    when they are strided), one work-item per output when the
     reduced axis is strided (neighbouring work-items then read neighbouring addresses), a segment of a
     work-group per output for short contiguous rows, a work-group per output for long ones."""
     block = min(256, runtime.max_block)
-    if rs.n_out == 1:
-        return ("two_pass", {"block": block}) if rs.length > 4 * block else ("tree", {"block": block})
+    if rs.n_out == 1:  # a sum over everything: the whole grid sweeps the array, 4 loads in flight each
+        return ("grid_stride", {"block": block, "unroll": 4}) if rs.length > 4 * block else ("tree", {"block": block})
     if rs.stride != 1 or rs.length <= 16:
         if rs.n_out < 64 * runtime.multiprocessors and rs.length > 64 * block:
             return "two_pass", {"block": block}
@@ -22,5 +23,5 @@ def default_choice(rs: ReduceShape, runtime: Any) -> tuple[str, dict[str, int]]:
         seg = min(32, max(2, 1 << (max(rs.length // 4, 1) - 1).bit_length()))
         return "segmented", {"block": block, "seg": seg}
     if rs.n_out < 4 * runtime.multiprocessors:
-        return "two_pass", {"block": block}
+        return "grid_stride", {"block": block, "unroll": 4}
     return "tree", {"block": block}
