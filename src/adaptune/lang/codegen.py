@@ -333,6 +333,92 @@ def elementwise(outputs: list[Node], external: set[int]) -> tuple[str, Ctx]:
     return src, ctx
 
 
+TILE, TILE_ROWS = 32, 8  # the tiled element-wise kernel: 32 x 32 tiles, a work-group of 32 x 8 work-items
+MAX_TILED_INPUTS = 4
+
+
+def transposed_inputs(outputs: list[Node], external: set[int]) -> list[View]:
+    """Views read at the outputs' own index whose fastest-varying axis is not the outputs' last one.
+
+    Such a view (``x.T`` in ``x.T * 2``) is read with stride 1 along the outputs' second-to-last axis and
+    a large stride along the last: the direct kernel's neighbouring work-items then touch addresses far
+    apart. Only views of memory (buffers, materialised nodes) reached through element-wise operations
+    qualify: those are the loads a tile in local memory can turn around."""
+    shape = outputs[0].shape
+    if len(shape) < 2 or shape[-1] < 2 or shape[-2] < 2:
+        return []
+    found: list[View] = []
+    seen: set[int] = set()
+    stack = list(outputs)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or id(n) in external:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Map):
+            stack.extend(n.children)
+        elif isinstance(n, View) and n.shape == shape and id(n.children[0]) in external and \
+                abs(n.strides[-1]) != 1 and n.strides[-1] != 0 and abs(n.strides[-2]) == 1:
+            found.append(n)
+    return found[:MAX_TILED_INPUTS]
+
+
+def elementwise_tiled(outputs: list[Node], external: set[int], tiled: list[View]) -> tuple[str, Ctx]:
+    """The coalesced variant of ``elementwise``: each work-group owns a 32 x 32 tile of the outputs'
+    last two axes. It first loads every transposed input's tile along that input's contiguous direction
+    into local memory (coalesced), then computes the outputs row by row (coalesced stores), taking the
+    transposed inputs from the tile: seed 002's transpose through local memory."""
+    shape = outputs[0].shape
+    m, n = shape[-2], shape[-1]
+    lead = shape[:-2]
+    tm, tn = -(-m // TILE), -(-n // TILE)
+    ctx = Ctx(external=external)
+    i = ctx.idx_t
+    ctx.emit("const u32 lid = LID();")
+    ctx.emit(f"const u32 tx = lid % {TILE};")
+    ctx.emit(f"const u32 ty = lid / {TILE};")
+    ctx.emit(f"const {i} g = ({i})GROUP_ID();")
+    ctx.emit(f"const {i} j0 = (g % {tn}) * {TILE};")
+    ctx.emit(f"const {i} i0 = ((g / {tn}) % {tm}) * {TILE};")
+    ctx.emit(f"const {i} bt = g / {tn * tm};")
+    lead_multi = ctx.multi(Index(lead, flat="bt")) if lead else ()
+    heads = [f"SHARED {ctype(v.dtype)} tile{t}[{TILE}][{TILE + 1}];" for t, v in enumerate(tiled)]
+    for k in range(TILE // TILE_ROWS):  # load: work-item (tx, ty) reads element (i0 + tx, j0 + ty + 8k)
+        ctx.emit(f"if (i0 + tx < {m} && j0 + ty + {k * TILE_ROWS} < {n}) {{")
+        idx = Index(shape, multi=(*lead_multi, "(i0 + tx)", f"(j0 + ty + {k * TILE_ROWS})"))
+        for t, v in enumerate(tiled):
+            ctx.emit(f"    tile{t}[ty + {k * TILE_ROWS}][tx] = {ctx.arg(v.children[0])}[{address(ctx, v, idx)}];")
+        ctx.emit("}")
+    ctx.emit("BARRIER();")
+    for k in range(TILE // TILE_ROWS):  # compute: work-item (tx, ty) owns element (i0 + ty + 8k, j0 + tx)
+        row, col = ctx.tmp("row"), ctx.tmp("col")
+        ctx.emit(f"const {i} {row} = i0 + ty + {k * TILE_ROWS};")
+        ctx.emit(f"const {i} {col} = j0 + tx;")
+        ctx.emit(f"if ({row} < {m} && {col} < {n}) {{")
+        ctx.push()
+        idx = Index(shape, multi=(*lead_multi, row, col))
+        for t, v in enumerate(tiled):
+            var = ctx.tmp("t")
+            ctx.emit(f"const {ctype(v.dtype)} {var} = tile{t}[tx][ty + {k * TILE_ROWS}];")
+            ctx.remember((id(v), idx.key), var)
+        flat = f"(bt * {m * n} + {row} * {n} + {col})" if lead else f"({row} * {n} + {col})"
+        for o, node in enumerate(outputs):
+            ctx.emit(f"o{o}[{flat}] = {value(ctx, node, idx)};")
+        ctx.pop()
+        ctx.emit("}")
+    total = int(np.prod(shape))
+    idx_t = index_type(total + TILE * max(m, n), *_sizes(ctx))
+    sig = signature(ctx, [(f"o{k}", node.dtype) for k, node in enumerate(outputs)])
+    body = "".join(f"    {h}\n" for h in heads) + "\n".join(ctx.lines)
+    src = f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n{body}\n}}\n"
+    return src, ctx
+
+
+def tiled_groups(shape: tuple[int, ...]) -> int:
+    lead = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+    return lead * -(-shape[-2] // TILE) * -(-shape[-1] // TILE)
+
+
 def inplace(node: Update, external: set[int]) -> tuple[str, Ctx]:
     """One work-item per element of the written region: compute the value there and store it into the old
     buffer itself (``o0``). Reads of the old buffer go through that same pointer (the fuser allowed only

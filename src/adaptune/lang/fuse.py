@@ -224,8 +224,10 @@ def _pointwise(parent: Node, i: int) -> bool:
 
 
 def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime: Runtime,
-          choose: Callable[[codegen.ReduceShape, Reduce, Runtime], tuple[str, dict[str, int]]]) -> Plan:
-    """Partition, generate and compile; ``choose`` picks a reduction variant and its parameters."""
+          choose: Callable[[codegen.ReduceShape, Reduce, Runtime], tuple[str, dict[str, int]]],
+          coalesce: bool = True) -> Plan:
+    """Partition, generate and compile; ``choose`` picks a reduction variant and its parameters;
+    ``coalesce`` lets element-wise kernels over transposed operands use the tiled (coalesced) variant."""
     mat = _materialised(order, pos, roots)
     deps = {id(n): _deps(n, mat) for n in order if id(n) in mat}
     inplace = {id(n) for n in roots if isinstance(n, Update) and _inplace_candidate(n, mat)}
@@ -281,17 +283,23 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
                          -(-val.size // block), block, _describe(nodes) + " (in place)")
             steps.append(step)  # items stay 0: an in-place kernel is not re-launched by the tuner
         elif gkey[1] == "map":
-            src, ctx = codegen.elementwise(nodes, external)
+            tiled = codegen.transposed_inputs(nodes, external) if coalesce else []
+            if tiled:  # an operand's fastest axis is not the output's: turn it around in local memory
+                src, ctx = codegen.elementwise_tiled(nodes, external, tiled)
+                block = codegen.TILE * codegen.TILE_ROWS
+                grid = codegen.tiled_groups(nodes[0].shape)
+            else:
+                src, ctx = codegen.elementwise(nodes, external)
+                block = min(256, runtime.max_block)
+                grid = -(-nodes[0].size // block)
             outs = []
             for node in nodes:
                 slot_of[id(node)] = ("tmp", n_tmp)
                 outs.append(("tmp", n_tmp, node.size, node.dtype))
                 n_tmp += 1
-            what = _describe(nodes)
-            block = min(256, runtime.max_block)
-            grid = -(-nodes[0].size // block)
+            what = _describe(nodes) + (" (tiled transpose)" if tiled else "")
             steps.append(_step(runtime, src, ctx, outs, slot_of, grid, block, what))
-            steps[-1].items = nodes[0].size
+            steps[-1].items = 0 if tiled else nodes[0].size  # a tiled kernel's geometry is fixed
         else:
             rs = codegen.reduce_shape(nodes[0])
             variant, params = choose(rs, nodes[0], runtime)

@@ -61,6 +61,7 @@ class Session:
         self.last_plan: fuse.Plan | None = None
         self.last_order: list[Node] = []
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
+        self._coalesce = True
 
     @property
     def chooser(self) -> Callable[..., tuple[str, dict[str, int]]] | None:
@@ -71,6 +72,17 @@ class Session:
     @chooser.setter
     def chooser(self, value: Callable[..., tuple[str, dict[str, int]]] | None) -> None:
         self._chooser = value
+        self.plans.clear()
+
+    @property
+    def coalesce(self) -> bool:
+        """Element-wise kernels over a transposed operand use the tiled variant (False: the direct, strided
+        kernel; benchmarks compare the two). Setting it drops cached plans."""
+        return self._coalesce
+
+    @coalesce.setter
+    def coalesce(self, value: bool) -> None:
+        self._coalesce = bool(value)
         self.plans.clear()
 
     @property
@@ -131,7 +143,7 @@ class Session:
         stats = FlushStats(nodes=len(order))
         compiled = runtime.compile_count
         try:
-            plan = fuse.build(order, pos, roots, runtime, self._choose)
+            plan = fuse.build(order, pos, roots, runtime, self._choose, self._coalesce)
         except KernelCompileError as exc:
             from adaptune.lang.fallback import evaluate_eagerly
 
