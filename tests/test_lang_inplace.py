@@ -133,3 +133,20 @@ def test_views_see_in_place_writes_like_numpy(x):
     row += 10  # through a view: the base is updated in place too
     ref[2] += 10
     np.testing.assert_array_equal(a.get(), ref)
+
+
+def test_shallow_water_updates_share_an_in_place_kernel():
+    rng = np.random.default_rng(5)
+    hs, us, vs = (rng.random((12, 14)) for _ in range(3))
+    h, u, v = anp.asarray(hs), anp.asarray(us), anp.asarray(vs)
+    storage = [_storage(h), _storage(u), _storage(v)]
+    for _ in range(2):
+        for hh, uu, vv in ((h, u, v), (hs, us, vs)):
+            uu[1:-1, 1:-1] = uu[1:-1, 1:-1] - 0.1 * (hh[1:-1, 2:] - hh[1:-1, :-2])
+            vv[1:-1, 1:-1] = vv[1:-1, 1:-1] - 0.1 * (hh[2:, 1:-1] - hh[:-2, 1:-1])
+            hh[1:-1, 1:-1] = hh[1:-1, 1:-1] - 0.1 * ((uu[1:-1, 2:] - uu[1:-1, :-2]) + (vv[2:, 1:-1] - vv[:-2, 1:-1]))
+        stats = anp.flush()
+        assert (stats.kernels, stats.inplace) == (2, 3)  # u and v in one kernel, then h: all in place
+    assert all(now is before for now, before in zip((_storage(h), _storage(u), _storage(v)), storage, strict=True))
+    for got, want in ((h, hs), (u, us), (v, vs)):
+        np.testing.assert_allclose(got.get(), want, rtol=1e-12)

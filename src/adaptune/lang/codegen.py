@@ -419,26 +419,31 @@ def tiled_groups(shape: tuple[int, ...]) -> int:
     return lead * -(-shape[-2] // TILE) * -(-shape[-1] // TILE)
 
 
-def inplace(node: Update, external: set[int]) -> tuple[str, Ctx]:
-    """One work-item per element of the written region: compute the value there and store it into the old
-    buffer itself (``o0``). Reads of the old buffer go through that same pointer (the fuser allowed only
-    reads of the element the work-item writes, so there is no race and no aliasing behind RESTRICT)."""
-    old, val = node.children
-    strides, offset = node.target()
-    n = val.size
+def inplace(nodes: list[Update], external: set[int]) -> tuple[str, Ctx]:
+    """One work-item per element of the written regions (all of one shape): compute each value there and
+    store it into its old buffer itself (``o<k>``). Reads of an old buffer go through that same pointer
+    (the fuser allowed only reads of the element the work-item writes and no reads of another member's
+    buffer, so there is no race and no aliasing behind RESTRICT)."""
+    shape = nodes[0].children[1].shape
+    n = int(np.prod(shape))
     ctx = Ctx(external=external)
-    ctx.names[id(old)] = "o0"
-    idx = Index(val.shape, flat="gid")
-    v = value(ctx, val, idx)
-    if val.dtype != node.dtype:
-        v = convert(v, node.dtype)
-    addr = address(ctx, View(old, val.shape, strides, offset), idx)
-    idx_t = index_type(n, old.size, *_sizes(ctx))
+    for k, node in enumerate(nodes):
+        ctx.names[id(node.children[0])] = f"o{k}"
+    idx = Index(shape, flat="gid")
+    stores = []
+    for k, node in enumerate(nodes):
+        old, val = node.children
+        strides, offset = node.target()
+        v = value(ctx, val, idx)
+        if val.dtype != node.dtype:
+            v = convert(v, node.dtype)
+        stores.append(f"o{k}[{address(ctx, View(old, shape, strides, offset), idx)}] = {v};")
+    idx_t = index_type(n, *(node.size for node in nodes), *_sizes(ctx))
     body = "\n".join(ctx.lines)
-    sig = signature(ctx, [("o0", node.dtype)])
+    sig = signature(ctx, [(f"o{k}", node.dtype) for k, node in enumerate(nodes)])
     src = (f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n"
            "    const idx_t gid = (idx_t)GROUP_ID() * (idx_t)GROUP_SIZE() + (idx_t)LID();\n"
-           f"    if (gid >= {n}) return;\n{body}\n    o0[{addr}] = {v};\n}}\n")
+           f"    if (gid >= {n}) return;\n{body}\n" + "".join(f"    {st}\n" for st in stores) + "}\n")
     return src, ctx
 
 

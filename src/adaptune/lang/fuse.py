@@ -251,8 +251,8 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
         if id(n) not in mat:
             continue
         lv = level[id(n)]
-        if id(n) in inplace:
-            gkey = (lv, "inplace", pos[id(n)])
+        if id(n) in inplace:  # in-place writes over one shape share a kernel (none reads another's buffer)
+            gkey = (lv, "inplace", n.children[1].shape)
         elif isinstance(n, Reduce):  # up to MAX_FUSED_REDUCTIONS accumulators per kernel
             rkey = (n.children[0].shape, n.axes)
             gkey = (lv, "reduce", (rkey, 0))
@@ -274,14 +274,16 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
         external = {i for i in mat if all(i != id(m) for m in nodes)} | \
             {id(n) for n in order if isinstance(n, Buffer)}
         if gkey[1] == "inplace":
-            node = nodes[0]
-            old, val = node.children
-            src, ctx = codegen.inplace(node, external)
-            slot_of[id(node)] = ("in", pos[id(old)])
+            src, ctx = codegen.inplace(nodes, external)
+            outs = []
+            for node in nodes:
+                old, val = node.children
+                slot_of[id(node)] = ("in", pos[id(old)])
+                outs.append(("in", pos[id(old)], val.size, node.dtype))
             block = min(256, runtime.max_block)
-            step = _step(runtime, src, ctx, [("in", pos[id(old)], val.size, node.dtype)], slot_of,
-                         -(-val.size // block), block, _describe(nodes) + " (in place)")
-            steps.append(step)  # items stay 0: an in-place kernel is not re-launched by the tuner
+            size = nodes[0].children[1].size
+            steps.append(_step(runtime, src, ctx, outs, slot_of, -(-size // block), block,
+                               _describe(nodes) + " (in place)"))  # items stay 0: never re-launched by the tuner
         elif gkey[1] == "map":
             tiled = codegen.transposed_inputs(nodes, external) if coalesce else []
             if tiled:  # an operand's fastest axis is not the output's: turn it around in local memory
