@@ -539,7 +539,8 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
     ``grid_stride`` (the same two passes, but the ``parts`` groups of an output sweep it together, each
     work-item stepping by ``parts * block`` with ``unroll`` independent accumulators, so every load of a
     step is coalesced across the whole grid and ``unroll`` loads are in flight per work-item: CUB's
-    device-wide reduction without vector types, which the portable dialect lacks).
+    device-wide reduction without vector types, which the portable dialect lacks). ``two_pass`` takes
+    ``unroll`` too (default 1); its groups keep contiguous chunks, which a CPU's caches prefer.
     """
     if variant not in REDUCE_VARIANTS:
         raise ValueError(f"unknown reduction variant {variant!r}; known: {', '.join(REDUCE_VARIANTS)}")
@@ -594,7 +595,7 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
         ctx.push()
         o_multi = _o_multi(ctx, rs, "o")
         ctx.emit(f"const {i} hi = {hi};")
-        if variant == "grid_stride" and unroll > 1:
+        if variant in ("grid_stride", "two_pass") and unroll > 1:
             for u in range(1, unroll):
                 for k, n in enumerate(nodes):
                     ctx.emit(f"{ctype(n.dtype)} acc{k}_{u} = {ops.identity(n.op, n.dtype)};")

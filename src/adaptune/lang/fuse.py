@@ -446,7 +446,8 @@ def _reduce_steps(nodes: list[Reduce], rs: codegen.ReduceShape, variant: str, pa
                                          unroll=int(params.get("unroll", 4)))
         else:
             parts = int(params.get("parts", 0)) or default_parts(rs, block, runtime)
-            src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts)
+            src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts,
+                                         unroll=int(params.get("unroll", 1)))
         partials = []
         for node in nodes:
             partials.append(("tmp", n_tmp, rs.n_out * parts, node.dtype))

@@ -98,9 +98,11 @@ def make_code_variant(runtime: Runtime, device: DeviceInfo | None = None, blocks
     cv.variant(rule, name="rule", default=True)
     sizes = [b for b in blocks if b <= runtime.max_block]
     blocks_space = Space({"block": sizes})
-    for name in ("thread_per_output", "tree", "two_pass"):
+    for name in ("thread_per_output", "tree"):
         cv.variant(lambda inp, block=256, _n=name: inp.run(_n, {"block": block}), name=name, space=blocks_space,
                    strategy="brute_force")
+    cv.variant(lambda inp, block=256, unroll=1: inp.run("two_pass", {"block": block, "unroll": unroll}),
+               name="two_pass", space=Space({"block": sizes, "unroll": [1, max(unrolls)]}), strategy="brute_force")
     grid_space = Space({"block": [b for b in sizes if b >= 128] or sizes, "unroll": list(unrolls),
                         "groups_per_sm": list(groups_per_sm)})
     cv.variant(lambda inp, block=256, unroll=4, groups_per_sm=8: inp.run(
