@@ -46,6 +46,35 @@ def test_reduction_model_is_trained_stored_reused_and_used(tmp_path):
     assert loaded.model_labels == cv.model_labels
 
 
+def test_untuned_rule_per_device_kind():
+    """The rule is a pure table over (shape, device kind); on CUDA it picks the kernels measured best on the
+    H100 for the benchmark's ladder, on OpenCL CPUs the chunked ones."""
+    from types import SimpleNamespace
+
+    from adaptune.lang.codegen import ReduceShape
+    from adaptune.lang.rules import default_choice
+
+    gpu = SimpleNamespace(kind="cuda", max_block=1024, multiprocessors=132)
+    cpu = SimpleNamespace(kind="opencl", max_block=4096, multiprocessors=2)
+
+    def rs(n_out, length, stride):
+        return ReduceShape(n_out, length, stride, (), (), ())
+
+    cases = [  # (outputs, length, stride): CUDA pick, OpenCL pick
+        ((1, 1 << 26, 1), "grid_stride", "two_pass"),
+        ((8192, 8192, 8192), "segmented", "thread_per_output"),  # 2-D axis 0
+        ((8192, 8192, 1), "tree", "tree"),  # 2-D axis 1
+        ((1 << 18, 256, 1 << 18), "thread_per_output", "thread_per_output"),  # 3-D axis 0
+        ((1 << 17, 512, 1), "segmented", "tree"),  # 3-D last axis
+        ((1 << 22, 16, 1), "segmented", "thread_per_output"),  # rows of 16
+        ((16, 1 << 22, 1), "grid_stride", "tree"),  # long rows (a 2-core CPU: 16 rows fill it)
+        ((16, 1 << 22, 16), "two_pass", "two_pass"),  # tall axis 0
+    ]
+    for shape, on_gpu, on_cpu in cases:
+        assert default_choice(rs(*shape), gpu)[0] == on_gpu, shape
+        assert default_choice(rs(*shape), cpu)[0] == on_cpu, shape
+
+
 def test_reduction_ladder_covers_the_feature_space():
     full = lang_reduce.LADDER_FULL
     assert len(full) >= 30 and len(set(full)) == len(full)

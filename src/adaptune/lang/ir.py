@@ -114,7 +114,7 @@ class Scalar(Node):
     def __init__(self, value: Any, dtype: np.dtype) -> None:
         super().__init__((), dtype)
         self.value = dtype.type(value)
-        self.arg = np.uint8(self.value) if dtype == np.bool_ else self.value  # what a kernel receives
+        self.arg = np.uint8(self.value) if dtype.kind == "b" else self.value  # what a kernel receives
 
     def desc(self) -> tuple:
         return ("scalar", self.dtype.char)
