@@ -163,6 +163,8 @@ class LazyArray:
             from adaptune.lang.fallback import eager
 
             return eager("advanced indexing", lambda a, k: a[k], self, key)
+        if key is Ellipsis:  # a[...]: the same view (the common target of an update)
+            return LazyArray(self.base, self.shape, self.strides, self.offset, self.region, self.vdims)
         if not isinstance(key, tuple):
             key = (key,)
         ndim = len(self.shape)
@@ -242,6 +244,9 @@ class LazyArray:
         target = self[key]
         if target.size == 0:
             return
+        if isinstance(value, LazyArray) and value.base is self.base and value.shape == target.shape and \
+                value.strides == target.strides and value.offset == target.offset:
+            return  # a view assigned to itself (``a[3] += 1`` ends so, after __iadd__ wrote it): nothing to do
         val = value if isinstance(value, LazyArray) else None
         if val is None:
             if isinstance(value, PyScalar + (np.generic,)):
@@ -250,14 +255,14 @@ class LazyArray:
             else:
                 val = asarray(value)
         if val is not None:
-            try:
-                np.broadcast_shapes(val.shape, target.shape)
-                if np.broadcast_shapes(val.shape, target.shape) != target.shape:
-                    raise ValueError
-            except ValueError:
-                raise ValueError(f"could not broadcast input array from shape {val.shape} into shape "
-                                 f"{target.shape}") from None
-            val = val.broadcast_to(target.shape)
+            if val.shape != target.shape:
+                try:
+                    if np.broadcast_shapes(val.shape, target.shape) != target.shape:
+                        raise ValueError
+                except ValueError:
+                    raise ValueError(f"could not broadcast input array from shape {val.shape} into shape "
+                                     f"{target.shape}") from None
+                val = val.broadcast_to(target.shape)
             vnode = val.node()
             vshape = val.shape
         if vnode.dtype != self.dtype:
@@ -328,6 +333,8 @@ class LazyArray:
         node = self.node()
         if isinstance(node, View):
             return LazyArray.wrap(Map("cast", (node,), node.shape, node.dtype, node.dtype))
+        if isinstance(node, Buffer):
+            node.share()  # two arrays hold one storage now: neither may be written in place
         return LazyArray.wrap(node)  # versions are immutable: sharing the node is a copy
 
     def astype(self, dtype: Any, copy: bool = True) -> LazyArray:
@@ -466,7 +473,7 @@ def asarray(obj: Any, dtype: Any = None) -> LazyArray:
     if dtype is None and host.dtype not in SUPPORTED_SET:
         host = host.astype(_default_for(host.dtype))
     dt = check_dtype(host.dtype)
-    return LazyArray.wrap(Buffer(sess.runtime.upload(host), host.shape, dt))
+    return LazyArray.wrap(Buffer(sess.runtime.upload(host), host.shape, dt, owned=True))
 
 
 def _default_for(dt: np.dtype) -> np.dtype:

@@ -333,9 +333,123 @@ def elementwise(outputs: list[Node], external: set[int]) -> tuple[str, Ctx]:
     return src, ctx
 
 
+TILE, TILE_ROWS = 32, 8  # the tiled element-wise kernel: 32 x 32 tiles, a work-group of 32 x 8 work-items
+MAX_TILED_INPUTS = 4
+
+
+def transposed_inputs(outputs: list[Node], external: set[int]) -> list[View]:
+    """Views read at the outputs' own index whose fastest-varying axis is not the outputs' last one.
+
+    Such a view (``x.T`` in ``x.T * 2``) is read with stride 1 along the outputs' second-to-last axis and
+    a large stride along the last: the direct kernel's neighbouring work-items then touch addresses far
+    apart. Only views of memory (buffers, materialised nodes) reached through element-wise operations
+    qualify: those are the loads a tile in local memory can turn around."""
+    shape = outputs[0].shape
+    if len(shape) < 2 or shape[-1] < 2 or shape[-2] < 2:
+        return []
+    found: list[View] = []
+    seen: set[int] = set()
+    stack = list(outputs)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen or id(n) in external:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Map):
+            stack.extend(n.children)
+        elif isinstance(n, View) and n.shape == shape and id(n.children[0]) in external and \
+                abs(n.strides[-1]) != 1 and n.strides[-1] != 0 and abs(n.strides[-2]) == 1:
+            found.append(n)
+    return found[:MAX_TILED_INPUTS]
+
+
+def elementwise_tiled(outputs: list[Node], external: set[int], tiled: list[View]) -> tuple[str, Ctx]:
+    """The coalesced variant of ``elementwise``: each work-group owns a 32 x 32 tile of the outputs'
+    last two axes. It first loads every transposed input's tile along that input's contiguous direction
+    into local memory (coalesced), then computes the outputs row by row (coalesced stores), taking the
+    transposed inputs from the tile: seed 002's transpose through local memory."""
+    shape = outputs[0].shape
+    m, n = shape[-2], shape[-1]
+    lead = shape[:-2]
+    tm, tn = -(-m // TILE), -(-n // TILE)
+    ctx = Ctx(external=external)
+    i = ctx.idx_t
+    ctx.emit("const u32 lid = LID();")
+    ctx.emit(f"const u32 tx = lid % {TILE};")
+    ctx.emit(f"const u32 ty = lid / {TILE};")
+    ctx.emit(f"const {i} g = ({i})GROUP_ID();")
+    ctx.emit(f"const {i} j0 = (g % {tn}) * {TILE};")
+    ctx.emit(f"const {i} i0 = ((g / {tn}) % {tm}) * {TILE};")
+    ctx.emit(f"const {i} bt = g / {tn * tm};")
+    lead_multi = ctx.multi(Index(lead, flat="bt")) if lead else ()
+    heads = [f"SHARED {ctype(v.dtype)} tile{t}[{TILE}][{TILE + 1}];" for t, v in enumerate(tiled)]
+    for k in range(TILE // TILE_ROWS):  # load: work-item (tx, ty) reads element (i0 + tx, j0 + ty + 8k)
+        ctx.emit(f"if (i0 + tx < {m} && j0 + ty + {k * TILE_ROWS} < {n}) {{")
+        idx = Index(shape, multi=(*lead_multi, "(i0 + tx)", f"(j0 + ty + {k * TILE_ROWS})"))
+        for t, v in enumerate(tiled):
+            ctx.emit(f"    tile{t}[ty + {k * TILE_ROWS}][tx] = {ctx.arg(v.children[0])}[{address(ctx, v, idx)}];")
+        ctx.emit("}")
+    ctx.emit("BARRIER();")
+    for k in range(TILE // TILE_ROWS):  # compute: work-item (tx, ty) owns element (i0 + ty + 8k, j0 + tx)
+        row, col = ctx.tmp("row"), ctx.tmp("col")
+        ctx.emit(f"const {i} {row} = i0 + ty + {k * TILE_ROWS};")
+        ctx.emit(f"const {i} {col} = j0 + tx;")
+        ctx.emit(f"if ({row} < {m} && {col} < {n}) {{")
+        ctx.push()
+        idx = Index(shape, multi=(*lead_multi, row, col))
+        for t, v in enumerate(tiled):
+            var = ctx.tmp("t")
+            ctx.emit(f"const {ctype(v.dtype)} {var} = tile{t}[tx][ty + {k * TILE_ROWS}];")
+            ctx.remember((id(v), idx.key), var)
+        flat = f"(bt * {m * n} + {row} * {n} + {col})" if lead else f"({row} * {n} + {col})"
+        for o, node in enumerate(outputs):
+            ctx.emit(f"o{o}[{flat}] = {value(ctx, node, idx)};")
+        ctx.pop()
+        ctx.emit("}")
+    total = int(np.prod(shape))
+    idx_t = index_type(total + TILE * max(m, n), *_sizes(ctx))
+    sig = signature(ctx, [(f"o{k}", node.dtype) for k, node in enumerate(outputs)])
+    body = "".join(f"    {h}\n" for h in heads) + "\n".join(ctx.lines)
+    src = f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n{body}\n}}\n"
+    return src, ctx
+
+
+def tiled_groups(shape: tuple[int, ...]) -> int:
+    lead = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
+    return lead * -(-shape[-2] // TILE) * -(-shape[-1] // TILE)
+
+
+def inplace(nodes: list[Update], external: set[int]) -> tuple[str, Ctx]:
+    """One work-item per element of the written regions (all of one shape): compute each value there and
+    store it into its old buffer itself (``o<k>``). Reads of an old buffer go through that same pointer
+    (the fuser allowed only reads of the element the work-item writes and no reads of another member's
+    buffer, so there is no race and no aliasing behind RESTRICT)."""
+    shape = nodes[0].children[1].shape
+    n = int(np.prod(shape))
+    ctx = Ctx(external=external)
+    for k, node in enumerate(nodes):
+        ctx.names[id(node.children[0])] = f"o{k}"
+    idx = Index(shape, flat="gid")
+    stores = []
+    for k, node in enumerate(nodes):
+        old, val = node.children
+        strides, offset = node.target()
+        v = value(ctx, val, idx)
+        if val.dtype != node.dtype:
+            v = convert(v, node.dtype)
+        stores.append(f"o{k}[{address(ctx, View(old, shape, strides, offset), idx)}] = {v};")
+    idx_t = index_type(n, *(node.size for node in nodes), *_sizes(ctx))
+    body = "\n".join(ctx.lines)
+    sig = signature(ctx, [(f"o{k}", node.dtype) for k, node in enumerate(nodes)])
+    src = (f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n"
+           "    const idx_t gid = (idx_t)GROUP_ID() * (idx_t)GROUP_SIZE() + (idx_t)LID();\n"
+           f"    if (gid >= {n}) return;\n{body}\n" + "".join(f"    {st}\n" for st in stores) + "}\n")
+    return src, ctx
+
+
 # ----------------------------------------------------------------------------------- reductions
 
-REDUCE_VARIANTS = ("thread_per_output", "tree", "segmented", "two_pass")
+REDUCE_VARIANTS = ("thread_per_output", "tree", "segmented", "two_pass", "grid_stride")
 
 
 @dataclass(frozen=True)
@@ -386,7 +500,7 @@ def _o_multi(ctx: Ctx, rs: ReduceShape, o: str) -> tuple[str, ...] | None:
     return ctx.multi(Index(tuple(rs.src_shape[d] for d in rs.kept), flat=o))
 
 
-def _accumulate(ctx: Ctx, nodes: list[Reduce], rs: ReduceShape, o: str, r: str, o_multi) -> None:
+def _accumulate(ctx: Ctx, nodes: list[Reduce], rs: ReduceShape, o: str, r: str, o_multi, suffix: str = "") -> None:
     """One loop body: every reduction's producer at (o, r), inlined once (shared subexpressions computed once)."""
     ctx.push()
     index = _reduce_index(ctx, rs, o, r, o_multi)
@@ -395,7 +509,8 @@ def _accumulate(ctx: Ctx, nodes: list[Reduce], rs: ReduceShape, o: str, r: str, 
         v = value(ctx, src, index)
         if src.dtype != node.dtype:
             v = convert(v, node.dtype)
-        ctx.emit(f"acc{k} = {ops.combine(node.op, f'acc{k}', v, node.dtype)};")
+        acc = f"acc{k}{suffix}"
+        ctx.emit(f"{acc} = {ops.combine(node.op, acc, v, node.dtype)};")
     ctx.pop()
 
 
@@ -412,7 +527,7 @@ def _tree(ctx: Ctx, nodes: list[Reduce], lanes: str, lane: str, base: str) -> No
 
 
 def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, block: int, seg: int = 32,
-              parts: int = 1) -> tuple[str, Ctx]:
+              parts: int = 1, unroll: int = 4) -> tuple[str, Ctx]:
     """Source of one reduction kernel (for ``two_pass``, the first pass: ``parts`` partials per output).
 
     ``nodes``: one reduction, or several over the same shape and axes (one kernel, one accumulator and one
@@ -420,7 +535,12 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
     Variants (seed 002, ch. 3 and 6): ``thread_per_output`` (a sequential loop per work-item; coalesced
     when the reduced axis is not the innermost), ``tree`` (a work-group per output, strided loads then a
     shared-memory tree), ``segmented`` (``seg`` work-items per output, several outputs per group) and
-    ``two_pass`` (``parts`` work-groups per output write partials; a second tree kernel finishes).
+    ``two_pass`` (``parts`` work-groups per output write partials; a second tree kernel finishes) and
+    ``grid_stride`` (the same two passes, but the ``parts`` groups of an output sweep it together, each
+    work-item stepping by ``parts * block`` with ``unroll`` independent accumulators, so every load of a
+    step is coalesced across the whole grid and ``unroll`` loads are in flight per work-item: CUB's
+    device-wide reduction without vector types, which the portable dialect lacks). ``two_pass`` takes
+    ``unroll`` too (default 1); its groups keep contiguous chunks, which a CPU's caches prefer.
     """
     if variant not in REDUCE_VARIANTS:
         raise ValueError(f"unknown reduction variant {variant!r}; known: {', '.join(REDUCE_VARIANTS)}")
@@ -450,6 +570,11 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
             lanes, lane, base = str(seg), "lane", "(lid - lane)"
             o_expr = f"({i})GROUP_ID() * {block // seg} + ({i})(lid / {seg})"
             lo, hi, step = "lane", str(rs.length), str(seg)
+        elif variant == "grid_stride":
+            lanes, lane, base = str(block), "lid", "0"
+            o_expr = f"({i})(GROUP_ID() / {parts})"
+            lo = f"({i})(GROUP_ID() % {parts}) * {block} + lid"
+            hi, step = str(rs.length), str(parts * block)
         else:  # two_pass, first pass
             chunk = -(-rs.length // parts)
             lanes, lane, base = str(block), "lid", "0"
@@ -470,22 +595,41 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
         ctx.push()
         o_multi = _o_multi(ctx, rs, "o")
         ctx.emit(f"const {i} hi = {hi};")
-        ctx.emit(f"for ({i} r = {lo}; r < hi; r += {step}) {{")
-        _accumulate(ctx, nodes, rs, "o", "r", o_multi)
-        ctx.emit("}")
+        if variant in ("grid_stride", "two_pass") and unroll > 1:
+            for u in range(1, unroll):
+                for k, n in enumerate(nodes):
+                    ctx.emit(f"{ctype(n.dtype)} acc{k}_{u} = {ops.identity(n.op, n.dtype)};")
+            ctx.emit(f"{i} r = {lo};")
+            ctx.emit(f"for (; r + {(unroll - 1) * int(step)} < hi; r += {unroll * int(step)}) {{")
+            ctx.push()
+            for u in range(unroll):
+                _accumulate(ctx, nodes, rs, "o", f"(r + {u * int(step)})" if u else "r", o_multi,
+                            suffix=f"_{u}" if u else "")
+            ctx.pop()
+            ctx.emit("}")
+            ctx.emit(f"for (; r < hi; r += {step}) {{")
+            _accumulate(ctx, nodes, rs, "o", "r", o_multi)
+            ctx.emit("}")
+            for u in range(1, unroll):
+                for k, n in enumerate(nodes):
+                    ctx.emit(f"acc{k} = {ops.combine(n.op, f'acc{k}', f'acc{k}_{u}', n.dtype)};")
+        else:
+            ctx.emit(f"for ({i} r = {lo}; r < hi; r += {step}) {{")
+            _accumulate(ctx, nodes, rs, "o", "r", o_multi)
+            ctx.emit("}")
         ctx.pop()
         ctx.emit("}")
         for k in range(len(nodes)):
             ctx.emit(f"sm{k}[lid] = acc{k};")
         ctx.emit("BARRIER();")
         _tree(ctx, nodes, lanes, lane, base)
-        target = "GROUP_ID()" if variant == "two_pass" else "o"
+        target = "GROUP_ID()" if variant in ("two_pass", "grid_stride") else "o"
         ctx.emit(f"if ({lane} == 0 && o < {rs.n_out}) {{")
         for k in range(len(nodes)):
             ctx.emit(f"    out{k}[{target}] = sm{k}[{base}];")
         ctx.emit("}")
     sig = signature(ctx, [(f"out{k}", n.dtype) for k, n in enumerate(nodes)])
     body = "\n".join(ctx.lines)
-    idx_t = index_type(rs.n_out * rs.length * max(parts, 1), *_sizes(ctx))
+    idx_t = index_type(rs.n_out * rs.length * max(parts, 1) + parts * block * max(unroll, 1), *_sizes(ctx))
     src = f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n" + "".join(f"    {h}\n" for h in head) + body + "\n}\n"
     return src, ctx

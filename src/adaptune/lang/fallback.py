@@ -80,8 +80,7 @@ def eager_setitem(target: Any, key: Any, value: Any) -> None:
     bnode = base.node
     rt = sess.runtime
     whole = rt.as_xp(bnode.data, bnode.shape, contiguous_strides(bnode.shape), 0, bnode.dtype)
-    if rt.kind == "opencl":
-        whole = np.array(whole)
+    whole = np.array(whole) if rt.kind == "opencl" else whole.copy()  # the old buffer may be shared
     item = whole.dtype.itemsize
     flat = whole.reshape(-1)
     view = (np.lib.stride_tricks if rt.kind == "opencl" else _cupy_tricks()).as_strided(

@@ -17,12 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from adaptune.lang import codegen
-from adaptune.lang.ir import Buffer, Map, Node, Reduce, Scalar, Update, View, count_ops, is_identity_view
+from adaptune.lang.ir import (
+    Buffer,
+    Map,
+    Node,
+    Reduce,
+    Scalar,
+    Update,
+    View,
+    contiguous_strides,
+    count_ops,
+    is_identity_view,
+)
 from adaptune.lang.runtime import Runtime, storage_dtype
 
 MAX_FUSED_REDUCTIONS = 4  # accumulators per reduction kernel (shared memory: one block-sized array each)
@@ -30,14 +42,49 @@ SHARED_INLINE_LIMIT = 24  # a node used by several consumers is recomputed only 
 
 
 def linearise(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int], tuple]:
-    """Post-order of the DAG under ``roots`` and its structure key, in one iterative pass.
+    """Post-order of the DAG under ``roots`` and its structure key.
 
-    The key holds, per node, its description and its children's positions, and the roots' positions:
-    the trace without its data. Iterative, so deep traces never hit the recursion limit.
+    The key holds, per node, its description followed by its children's positions (a node's arity follows
+    from its description), and the roots' positions: the trace without its data. This runs on every flush,
+    so the common case is a tight recursive walk; a trace too deep for Python's recursion limit is walked
+    again iteratively.
     """
+    try:
+        return _linearise_recursive(roots)
+    except RecursionError:
+        return _linearise_iterative(roots)
+
+
+def _linearise_recursive(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int], tuple]:
     order: list[Node] = []
     pos: dict[int, int] = {}
-    items: list[tuple] = []
+    items: list[Any] = []
+    append, iappend = order.append, items.append
+
+    def visit(node: Node) -> None:
+        children = node.children
+        for c in children:
+            if id(c) not in pos:
+                visit(c)
+        pos[id(node)] = len(order)
+        append(node)
+        k = node._key
+        if k is None:
+            k = node._key = node.desc()
+        iappend(k)
+        for c in children:
+            iappend(pos[id(c)])
+
+    for root in roots:
+        if id(root) not in pos:
+            visit(root)
+    return order, pos, (tuple(items), tuple([pos[id(r)] for r in roots]))
+
+
+def _linearise_iterative(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int], tuple]:
+    order: list[Node] = []
+    pos: dict[int, int] = {}
+    items: list[Any] = []
     for root in roots:
         if id(root) in pos:
             continue
@@ -59,7 +106,8 @@ def linearise(roots: Sequence[Node]) -> tuple[list[Node], dict[int, int], tuple]
             k = node._key
             if k is None:
                 k = node._key = node.desc()
-            items.append((k, tuple([pos[id(c)] for c in node.children])))
+            items.append(k)
+            items.extend(pos[id(c)] for c in node.children)
     return order, pos, (tuple(items), tuple([pos[id(r)] for r in roots]))
 
 
@@ -80,6 +128,7 @@ class Step:
     source: str
     bytes: int
     items: int = 0
+    fn: Any = None  # the raw launcher ``fn((grid,), (block,), args)`` (CuPy's Function on CUDA)
 
 
 @dataclass
@@ -92,6 +141,41 @@ class Plan:
     kernels: int = 0
     bytes: int = 0
     reductions: list[dict[str, Any]] = field(default_factory=list)
+    inplace: int = 0
+    # prepared by ``prepare``: what a cache hit executes (see ``run``)
+    fast: list[tuple] = field(default_factory=list)
+    tmp_none: list[None] = field(default_factory=list)
+    root_vals: list[int] = field(default_factory=list)
+
+
+def prepare(plan: Plan) -> Plan:
+    """Pre-build everything a cache hit needs, so a steady-state flush allocates no Python objects beyond
+    the value list, the argument tuples and the device buffers: per step the raw launcher, the (grid,) and
+    (block,) tuples, an ``itemgetter`` that forms the argument tuple from the flush's value list in one C
+    call, and the outputs to allocate. The value list is [leaf buffers..., scalar arguments..., temporaries...].
+    Call again after changing a step's geometry (the work-group tuner does)."""
+    n_leaf = len(plan.leaf_slots)
+    index_in = {p: i for i, p in enumerate(plan.leaf_slots)}
+    index_in.update({p: n_leaf + j for j, p in enumerate(plan.scalar_slots)})
+    base = n_leaf + len(plan.scalar_slots)
+
+    def vi(kind: str, slot: int) -> int:
+        return index_in[slot] if kind == "in" else base + slot
+
+    fast = []
+    for step in plan.steps:
+        outs = tuple((vi(kind, slot), n, dtype) for kind, slot, n, dtype in step.outputs if kind == "tmp")
+        idx = [vi(k, s) for k, s in step.args] + [vi(k, s) for k, s, _, _ in step.outputs]
+        getter = itemgetter(*idx) if len(idx) > 1 else _single(idx[0])
+        fast.append((step.fn if step.grid else None, (int(step.grid),), (int(step.block),), getter, outs))
+    plan.fast = fast
+    plan.tmp_none = [None] * plan.n_tmp
+    plan.root_vals = [base + s if s >= 0 else index_in[-1 - s] for s in plan.root_slots]
+    return plan
+
+
+def _single(i: int) -> Callable[[list], tuple]:
+    return lambda vals: (vals[i],)
 
 
 def _materialised(order: list[Node], pos: dict[int, int], roots: Sequence[Node]) -> set[int]:
@@ -140,11 +224,14 @@ def _pointwise(parent: Node, i: int) -> bool:
 
 
 def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime: Runtime,
-          choose: Callable[[codegen.ReduceShape, Reduce, Runtime], tuple[str, dict[str, int]]]) -> Plan:
-    """Partition, generate and compile; ``choose`` picks a reduction variant and its parameters."""
+          choose: Callable[[codegen.ReduceShape, Reduce, Runtime], tuple[str, dict[str, int]]],
+          coalesce: bool = True) -> Plan:
+    """Partition, generate and compile; ``choose`` picks a reduction variant and its parameters;
+    ``coalesce`` lets element-wise kernels over transposed operands use the tiled (coalesced) variant."""
     mat = _materialised(order, pos, roots)
     deps = {id(n): _deps(n, mat) for n in order if id(n) in mat}
-    level = _levels(order, mat, deps, {})
+    inplace = {id(n) for n in roots if isinstance(n, Update) and _inplace_candidate(n, mat)}
+    level = _levels(order, mat, deps, {}, inplace)
     # reductions over one shape and axes run at the latest level any of them needs, so they share a kernel
     latest: dict[tuple, int] = {}
     for n in order:
@@ -152,13 +239,21 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
             rkey = (n.children[0].shape, n.axes)
             latest[rkey] = max(latest.get(rkey, 0), level[id(n)])
     floors = {id(n): latest[(n.children[0].shape, n.axes)] for n in order if isinstance(n, Reduce)}
-    level = _levels(order, mat, deps, floors)
+    level = _levels(order, mat, deps, floors, inplace)
+    while True:  # an in-place write must come after every other kernel that reads the old buffer
+        late = {u for u in inplace if _read_later(u, order, mat, deps, level, inplace)}
+        if not late:
+            break
+        inplace -= late
+        level = _levels(order, mat, deps, floors, inplace)
     groups: dict[tuple, list[Node]] = {}
     for n in order:
         if id(n) not in mat:
             continue
         lv = level[id(n)]
-        if isinstance(n, Reduce):  # up to MAX_FUSED_REDUCTIONS accumulators per kernel
+        if id(n) in inplace:  # in-place writes over one shape share a kernel (none reads another's buffer)
+            gkey = (lv, "inplace", n.children[1].shape)
+        elif isinstance(n, Reduce):  # up to MAX_FUSED_REDUCTIONS accumulators per kernel
             rkey = (n.children[0].shape, n.axes)
             gkey = (lv, "reduce", (rkey, 0))
             while len(groups.get(gkey, ())) >= MAX_FUSED_REDUCTIONS:
@@ -173,22 +268,40 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
             slot_of[id(r)] = ("in", pos[id(r)])
     n_tmp = 0
     reductions: list[dict[str, Any]] = []
-    for gkey in sorted(groups, key=lambda k: (k[0], k[1], str(k[2]))):
+    rank = {"map": 0, "reduce": 1, "inplace": 2}  # in-place writes run last within their level
+    for gkey in sorted(groups, key=lambda k: (k[0], rank[k[1]], str(k[2]))):
         nodes = groups[gkey]
         external = {i for i in mat if all(i != id(m) for m in nodes)} | \
             {id(n) for n in order if isinstance(n, Buffer)}
-        if gkey[1] == "map":
-            src, ctx = codegen.elementwise(nodes, external)
+        if gkey[1] == "inplace":
+            src, ctx = codegen.inplace(nodes, external)
+            outs = []
+            for node in nodes:
+                old, val = node.children
+                slot_of[id(node)] = ("in", pos[id(old)])
+                outs.append(("in", pos[id(old)], val.size, node.dtype))
+            block = min(256, runtime.max_block)
+            size = nodes[0].children[1].size
+            steps.append(_step(runtime, src, ctx, outs, slot_of, -(-size // block), block,
+                               _describe(nodes) + " (in place)"))  # items stay 0: never re-launched by the tuner
+        elif gkey[1] == "map":
+            tiled = codegen.transposed_inputs(nodes, external) if coalesce else []
+            if tiled:  # an operand's fastest axis is not the output's: turn it around in local memory
+                src, ctx = codegen.elementwise_tiled(nodes, external, tiled)
+                block = codegen.TILE * codegen.TILE_ROWS
+                grid = codegen.tiled_groups(nodes[0].shape)
+            else:
+                src, ctx = codegen.elementwise(nodes, external)
+                block = min(256, runtime.max_block)
+                grid = -(-nodes[0].size // block)
             outs = []
             for node in nodes:
                 slot_of[id(node)] = ("tmp", n_tmp)
                 outs.append(("tmp", n_tmp, node.size, node.dtype))
                 n_tmp += 1
-            what = _describe(nodes)
-            block = min(256, runtime.max_block)
-            grid = -(-nodes[0].size // block)
+            what = _describe(nodes) + (" (tiled transpose)" if tiled else "")
             steps.append(_step(runtime, src, ctx, outs, slot_of, grid, block, what))
-            steps[-1].items = nodes[0].size
+            steps[-1].items = 0 if tiled else nodes[0].size  # a tiled kernel's geometry is fixed
         else:
             rs = codegen.reduce_shape(nodes[0])
             variant, params = choose(rs, nodes[0], runtime)
@@ -204,12 +317,14 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
                 [pos[id(n)] for n in order if isinstance(n, Buffer)], reductions=reductions)
     plan.kernels = len(steps)
     plan.bytes = sum(s.bytes for s in steps)
-    return plan
+    plan.inplace = len(inplace)
+    return prepare(plan)
 
 
 def _levels(order: list[Node], mat: set[int], deps: dict[int, list[tuple[Node, bool]]],
-            floors: dict[int, int]) -> dict[int, int]:
-    """Kernel level of each materialised node: after everything it reads through a non-pointwise edge."""
+            floors: dict[int, int], inplace: set[int] = frozenset()) -> dict[int, int]:
+    """Kernel level of each materialised node: after everything it reads through a non-pointwise edge
+    (an in-place write is its own kernel, so whatever reads its result runs at a later level)."""
     level: dict[int, int] = {}
     for n in order:
         if id(n) not in mat:
@@ -218,10 +333,65 @@ def _levels(order: list[Node], mat: set[int], deps: dict[int, list[tuple[Node, b
         for d, pw in deps[id(n)]:
             if isinstance(d, Buffer) and id(d) not in mat:
                 continue
-            same = pw and not isinstance(n, Reduce) and not isinstance(d, Reduce) and d.shape == n.shape
+            same = pw and not isinstance(n, Reduce) and not isinstance(d, Reduce) and d.shape == n.shape \
+                and id(d) not in inplace
             lv = max(lv, level[id(d)] + (0 if same else 1))
         level[id(n)] = lv
     return level
+
+
+def _norm(shape: tuple[int, ...], strides: Sequence[int], offset: int) -> tuple:
+    return tuple(0 if n == 1 else s for n, s in zip(shape, strides, strict=True)), offset
+
+
+def _inplace_candidate(u: Update, mat: set[int]) -> bool:
+    """Can ``u`` overwrite its old buffer in place? Only if that buffer is ``owned`` and every element the
+    inlined value reads from it is the element the same work-item writes (same-index reads are safe; a
+    shifted or broadcast read of an element another work-item may write first is not: that needs a copy)."""
+    old, val = u.children
+    if not isinstance(old, Buffer) or not old.owned or val.size == 0:
+        return False
+    strides, offset = u.target()
+    want = _norm(val.shape, strides, offset)
+    stack: list[tuple[Node, bool]] = [(val, True)]  # (node, evaluated at the written element's index)
+    seen: set[tuple[int, bool]] = set()
+    while stack:
+        n, same = stack.pop()
+        if (id(n), same) in seen:
+            continue
+        seen.add((id(n), same))
+        if n is old:  # read whole, at the value's own index
+            if not (same and val.shape == old.shape and want == _norm(old.shape, contiguous_strides(old.shape), 0)):
+                return False
+            continue
+        if isinstance(n, Buffer | Scalar) or id(n) in mat:  # materialised nodes are computed by earlier kernels
+            continue
+        if isinstance(n, View):
+            src = n.children[0]
+            if src is old:
+                if not (same and n.shape == val.shape and _norm(n.shape, n.strides, n.offset) == want):
+                    return False
+                continue
+            stack.append((src, False))
+        elif isinstance(n, Map):
+            stack.extend((c, same) for c in n.children)
+        else:
+            stack.extend((c, False) for c in n.children)
+    return True
+
+
+def _read_later(u_id: int, order: list[Node], mat: set[int], deps: dict[int, list[tuple[Node, bool]]],
+                level: dict[int, int], inplace: set[int]) -> bool:
+    """True if a kernel that runs at or after the in-place write ``u_id`` reads its old buffer."""
+    u = next(n for n in order if id(n) == u_id)
+    old = u.children[0]
+    for n in order:
+        if id(n) == u_id or id(n) not in mat:
+            continue
+        late = level[id(n)] > level[u_id] or (level[id(n)] == level[u_id] and id(n) in inplace)
+        if late and any(d is old for d, _ in deps[id(n)]):
+            return True
+    return False
 
 
 def _describe(nodes: Sequence[Node]) -> str:
@@ -250,7 +420,7 @@ def _step(runtime: Runtime, src: str, ctx: codegen.Ctx, outs, slot_of, grid: int
     outs = [(kind, slot, max(int(n), 1), storage_dtype(dt)) for kind, slot, n, dt in outs]
     args = [slot_of[id(n)] for n in ctx.inputs] + [slot_of[id(n)] for n in ctx.scalars]
     nbytes = sum(n.size * n.dtype.itemsize for n in ctx.inputs) + sum(k[2] * k[3].itemsize for k in outs)
-    return Step(launch, grid, block, args, outs, what, src, nbytes)
+    return Step(launch, grid, block, args, outs, what, src, nbytes, fn=runtime.raw(src))
 
 
 def _reduce_steps(nodes: list[Reduce], rs: codegen.ReduceShape, variant: str, params: dict[str, int],
@@ -267,9 +437,17 @@ def _reduce_steps(nodes: list[Reduce], rs: codegen.ReduceShape, variant: str, pa
         seg = int(params.get("seg", 32))
         src, ctx = codegen.reduction(nodes, external, variant, block, seg=seg)
         grid = -(-rs.n_out // (block // seg))
-    else:
-        parts = int(params.get("parts", 0)) or default_parts(rs, block, runtime)
-        src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts)
+    else:  # two_pass or grid_stride: partials, then a tree kernel over them
+        if variant == "grid_stride":
+            per_sm = int(params.get("groups_per_sm", 0)) or max(1, 2048 // block)
+            parts = max(1, min(runtime.multiprocessors * per_sm // max(rs.n_out, 1), -(-rs.length // block),
+                               4096))
+            src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts,
+                                         unroll=int(params.get("unroll", 4)))
+        else:
+            parts = int(params.get("parts", 0)) or default_parts(rs, block, runtime)
+            src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts,
+                                         unroll=int(params.get("unroll", 1)))
         partials = []
         for node in nodes:
             partials.append(("tmp", n_tmp, rs.n_out * parts, node.dtype))
@@ -305,27 +483,27 @@ def default_parts(rs: codegen.ReduceShape, block: int, runtime: Runtime) -> int:
 
 
 def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = None) -> list[Any]:
-    """Launch the plan's kernels; return the device buffers of the roots (``record`` gets (step, args))."""
-    tmp: list[Any] = [None] * plan.n_tmp
+    """Launch the plan's kernels; return the device buffers of the roots (``record`` gets (step, args)).
+
+    One value list per flush ([leaf buffers, scalars, temporaries]); each launch's arguments are one
+    prepared ``itemgetter`` call; outputs written in place are leaves, so nothing is allocated for them."""
+    vals = [order[i].data for i in plan.leaf_slots]  # type: ignore[attr-defined]
+    if plan.scalar_slots:
+        vals += [order[i].arg for i in plan.scalar_slots]  # type: ignore[attr-defined]
+    vals += plan.tmp_none
     alloc = runtime.alloc
-    for step in plan.steps:
-        for _, slot, n, dtype in step.outputs:
-            tmp[slot] = alloc(n, dtype)
-        args = []
-        for kind, slot in step.args:
-            if kind == "tmp":
-                args.append(tmp[slot])
-            else:
-                node = order[slot]
-                args.append(node.data if isinstance(node, Buffer) else _scalar_arg(node))
-        args.extend(tmp[slot] for _, slot, _, _ in step.outputs)
-        if step.grid:  # an empty array launches nothing (CUDA refuses a zero-sized grid)
-            step.launch(step.grid, step.block, args)
-        if record is not None:
-            record.append((step, args))
-    return [tmp[s] if s >= 0 else order[-1 - s].data for s in plan.root_slots]
-
-
-def _scalar_arg(node: Node) -> Any:
-    value = node.value  # type: ignore[attr-defined]
-    return np.uint8(value) if node.dtype == np.bool_ else value
+    if record is None:
+        for fn, grid, block, getter, outs in plan.fast:
+            for i, n, dtype in outs:
+                vals[i] = alloc(n, dtype)
+            if fn is not None:
+                fn(grid, block, getter(vals))
+        return [vals[i] for i in plan.root_vals]
+    for step, (fn, grid, block, getter, outs) in zip(plan.steps, plan.fast, strict=True):
+        for i, n, dtype in outs:
+            vals[i] = alloc(n, dtype)
+        args = list(getter(vals))
+        if fn is not None:
+            fn(grid, block, tuple(args))
+        record.append((step, args))
+    return [vals[i] for i in plan.root_vals]

@@ -3,9 +3,12 @@
 Every node has a ``shape`` and a ``dtype`` and is immutable once built, so a node can be shared by many
 arrays and evaluated at most once per flush. Memory is only ever touched through :class:`Buffer` leaves
 (contiguous device storage) read through :class:`View` nodes (shape, strides, offset, in elements).
-Writes never happen in place: ``a[region] = value`` records an :class:`Update` that yields a new
-version of ``a``'s whole base, which the code generator turns into one select-kernel (value inside the
-region, old element outside), i.e. the double-buffered kernel a hand-written Jacobi step would use.
+``a[region] = value`` records an :class:`Update` that yields a new version of ``a``'s whole base. The
+fuser writes it *in place* (a kernel over the region only, storing into the old buffer) when that is safe:
+the old buffer is ``owned`` (no other array holds it), every element the value reads from it is the element
+the same work-item writes, and no later kernel reads the old version. Otherwise it becomes one select-kernel
+into a fresh buffer (value inside the region, old element outside): the double-buffered kernel a
+hand-written Jacobi step would use, i.e. the copy that overlapping shifted reads need.
 """
 
 from __future__ import annotations
@@ -80,26 +83,38 @@ class Node:
 
 
 class Buffer(Node):
-    """Materialised, contiguous device storage of ``size`` elements (shape is its logical shape)."""
+    """Materialised, contiguous device storage of ``size`` elements (shape is its logical shape).
 
-    __slots__ = ("data",)
+    ``owned``: this node is the only holder of ``data`` (adaptune allocated or uploaded it and no second array
+    shares it), so an update may overwrite it in place. Part of the plan-cache key (the plan differs).
+    """
 
-    def __init__(self, data: Any, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    __slots__ = ("data", "owned")
+
+    def __init__(self, data: Any, shape: tuple[int, ...], dtype: np.dtype, owned: bool = False) -> None:
         super().__init__(shape, dtype)
         self.data = data
+        self.owned = owned
 
     def desc(self) -> tuple:
-        return ("buf", self.dtype.char, self.shape)
+        return ("buf", self.dtype.char, self.shape, self.owned)
+
+    def share(self) -> None:
+        """A second array now holds this storage: never write it in place again."""
+        if self.owned:
+            self.owned = False
+            self._key = None
 
 
 class Scalar(Node):
     """A host scalar passed as a kernel argument (so a changing value never recompiles)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "arg")
 
     def __init__(self, value: Any, dtype: np.dtype) -> None:
         super().__init__((), dtype)
         self.value = dtype.type(value)
+        self.arg = np.uint8(self.value) if dtype.kind == "b" else self.value  # what a kernel receives
 
     def desc(self) -> tuple:
         return ("scalar", self.dtype.char)
@@ -177,6 +192,18 @@ class Update(Node):
 
     def desc(self) -> tuple:
         return ("update", self.shape, self.region, self.vdims, self.rng, self.strided)
+
+    def target(self) -> tuple[tuple[int, ...], int]:
+        """(strides, offset) of the written region over ``old``'s flat layout, in ``value``'s coordinates."""
+        val = self.children[1]
+        if self.strided is not None:
+            return self.strided
+        if self.rng is not None:
+            return contiguous_strides(val.shape), self.rng
+        cs = contiguous_strides(self.shape)
+        offset = sum(start * c for (start, _, _), c in zip(self.region, cs, strict=True))
+        strides = tuple(self.region[d][1] * cs[d] if d >= 0 else 0 for d in self.vdims)
+        return strides, offset
 
     @property
     def full(self) -> bool:

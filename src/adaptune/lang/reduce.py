@@ -1,7 +1,8 @@
 """Reductions as code variants (seed 002, ch. 3, 5, 6), chosen per shape by ``adaptive.CodeVariant``.
 
-Four kernels (``codegen.REDUCE_VARIANTS``) each with its work-group size as a tuned parameter (a
-``Space`` searched by the labelling's strategy), plus ``rule``: the untuned default below. The features
+Five kernels (``codegen.REDUCE_VARIANTS``) each with its work-group size (and, for ``segmented`` the
+segment width, for ``grid_stride`` the unroll factor and groups per multiprocessor) as tuned parameters (a
+``Space`` searched by the labelling's strategy), plus ``rule``: the untuned default in ``rules``. The features
 are the reduction's shape after moving the reduced axes last: ``length`` (elements per output),
 ``n_out`` (number of outputs) and ``stride`` (1 when the reduced axis is the innermost in memory).
 Training measures every (variant, work-group) on a ladder of shapes, stores the labels in adaptune's
@@ -30,6 +31,8 @@ from adaptune.space import Space
 
 BLOCKS = (32, 64, 128, 256, 512, 1024)
 SEGMENTS = (2, 4, 8, 16, 32)
+UNROLLS = (1, 2, 4, 8)
+GROUPS_PER_SM = (2, 4, 8, 16)
 
 
 @dataclass
@@ -83,7 +86,8 @@ def features(rs: ReduceShape) -> list[float]:
 
 
 def make_code_variant(runtime: Runtime, device: DeviceInfo | None = None, blocks: Sequence[int] = BLOCKS,
-                      segments: Sequence[int] = SEGMENTS) -> CodeVariant:
+                      segments: Sequence[int] = SEGMENTS, unrolls: Sequence[int] = UNROLLS,
+                      groups_per_sm: Sequence[int] = GROUPS_PER_SM, grid_budget: int = 8) -> CodeVariant:
     """The reduction ``CodeVariant``: ``rule`` (default) and the four kernels, each with a work-group Space."""
     cv = CodeVariant("lang.reduce", sync=runtime.synchronize, rtol=1e-3, atol=1e-3,
                      device=device or DeviceInfo(runtime.name, f"lang:{runtime.kind}"))
@@ -94,9 +98,16 @@ def make_code_variant(runtime: Runtime, device: DeviceInfo | None = None, blocks
     cv.variant(rule, name="rule", default=True)
     sizes = [b for b in blocks if b <= runtime.max_block]
     blocks_space = Space({"block": sizes})
-    for name in ("thread_per_output", "tree", "two_pass"):
+    for name in ("thread_per_output", "tree"):
         cv.variant(lambda inp, block=256, _n=name: inp.run(_n, {"block": block}), name=name, space=blocks_space,
                    strategy="brute_force")
+    cv.variant(lambda inp, block=256, unroll=1: inp.run("two_pass", {"block": block, "unroll": unroll}),
+               name="two_pass", space=Space({"block": sizes, "unroll": [1, max(unrolls)]}), strategy="brute_force")
+    grid_space = Space({"block": [b for b in sizes if b >= 128] or sizes, "unroll": list(unrolls),
+                        "groups_per_sm": list(groups_per_sm)})
+    cv.variant(lambda inp, block=256, unroll=4, groups_per_sm=8: inp.run(
+        "grid_stride", {"block": block, "unroll": unroll, "groups_per_sm": groups_per_sm}),
+        name="grid_stride", space=grid_space, strategy="random", budget=grid_budget)
     seg_space = Space({"block": [b for b in sizes if b >= max(segments)], "seg": list(segments)})
     cv.variant(lambda inp, block=256, seg=32: inp.run("segmented", {"block": block, "seg": seg}),
                name="segmented", space=seg_space, strategy="random", budget=10)
@@ -114,6 +125,27 @@ LADDER: tuple[tuple[int, int, bool], ...] = (
     (1 << 14, 64, True), (1 << 16, 16, True), (1 << 18, 4, True),
     (16, 1 << 16, False), (1 << 10, 1 << 10, False), (1 << 14, 64, False), (1 << 16, 16, False),
 )
+
+
+def make_ladder(totals: Sequence[int] = (1 << 20, 1 << 24), lengths: Sequence[int] | None = None,
+                strided: bool = True) -> list[tuple[int, int, bool]]:
+    """A ladder of reduction shapes: for each total element count, every reduced length (powers of 4 from 16
+    up to the total: one output per total at the top) as contiguous rows and, with more than one output,
+    as a strided (axis-0) reduction. Two totals give 2 x (9 + 8) shapes or more: the training set of the
+    variant selection (its features are exactly length, outputs and contiguity)."""
+    out: list[tuple[int, int, bool]] = []
+    for total in totals:
+        lens = lengths if lengths is not None else [1 << k for k in range(4, total.bit_length(), 2)] + [total]
+        for length in dict.fromkeys(n for n in lens if n <= total):
+            n_out = total // length
+            out.append((n_out, length, True))
+            if strided and n_out > 1:
+                out.append((n_out, length, False))
+    return list(dict.fromkeys(out))
+
+
+LADDER_FULL = tuple(make_ladder())  # 38 shapes of 1 Mi and 16 Mi float32 elements (the H100 training set)
+LADDER_SMALL = tuple(make_ladder((1 << 12,), (16, 256, 1 << 12)))  # 5 shapes (CI on PoCL)
 
 
 def ladder_inputs(runtime: Runtime, ladder: Iterable[tuple[int, int, bool]] = LADDER,
@@ -147,10 +179,12 @@ class Selector:
 def tune_reductions(db: Any = "adaptune.db", *, model: str = "tree", ladder: Sequence[tuple[int, int, bool]] = LADDER,
                     max_elements: int | None = None, repeats: int = 5, progress: bool = False,
                     install: bool = True, blocks: Sequence[int] = BLOCKS,
-                    segments: Sequence[int] = SEGMENTS) -> CodeVariant:
+                    segments: Sequence[int] = SEGMENTS, unrolls: Sequence[int] = UNROLLS,
+                    groups_per_sm: Sequence[int] = GROUPS_PER_SM, grid_budget: int = 8) -> CodeVariant:
     """Label the ladder (every variant x work-group, stored in ``db`` and reused), fit, install, return."""
     runtime = session().runtime
-    cv = make_code_variant(runtime, blocks=blocks, segments=segments)
+    cv = make_code_variant(runtime, blocks=blocks, segments=segments, unrolls=unrolls, groups_per_sm=groups_per_sm,
+                           grid_budget=grid_budget)
     cv.train(ladder_inputs(runtime, ladder, max_elements), model=model, db=db, repeats=repeats,
              min_sample_ms=0.5, progress=progress)
     if install:
@@ -158,10 +192,11 @@ def tune_reductions(db: Any = "adaptune.db", *, model: str = "tree", ladder: Seq
     return cv
 
 
-def load_model(path: str, blocks: Sequence[int] = BLOCKS, segments: Sequence[int] = SEGMENTS) -> CodeVariant:
+def load_model(path: str, blocks: Sequence[int] = BLOCKS, segments: Sequence[int] = SEGMENTS,
+               unrolls: Sequence[int] = UNROLLS, groups_per_sm: Sequence[int] = GROUPS_PER_SM) -> CodeVariant:
     """Install a saved reduction model (``cv.save(path)``) as the session's chooser."""
     runtime = session().runtime
-    cv = make_code_variant(runtime, blocks=blocks, segments=segments)
+    cv = make_code_variant(runtime, blocks=blocks, segments=segments, unrolls=unrolls, groups_per_sm=groups_per_sm)
     cv.load_model(path)
     session().chooser = Selector(cv)
     return cv

@@ -118,8 +118,33 @@ class Runtime:
             self.compile_s += time.perf_counter() - t0
         return launch
 
+    def raw(self, source: str, name: str = "at_kernel") -> Any:
+        """The fastest way to launch an already compiled kernel: ``fn((grid,), (block,), args_tuple)``.
+
+        On CUDA it is CuPy's ``Function`` itself (no wrapper, no per-call conversions: a cached plan calls it
+        with prepared tuples); on OpenCL a thin wrapper that unwraps ``pyopencl`` arrays.
+        """
+        launch = self.compile(source, name)
+        if self.kind == "cuda":
+            module = getattr(self.device, "_modules", {}).get(self._header + source)
+            if module is not None:
+                return module.get_function(name)
+        return _Tupled(launch)
+
     def synchronize(self) -> None:
         self.device.synchronize()
+
+
+class _Tupled:
+    """Adapts a ``launch(grid, block, args)`` closure to the ``fn((grid,), (block,), args)`` calling form."""
+
+    __slots__ = ("launch",)
+
+    def __init__(self, launch: Any) -> None:
+        self.launch = launch
+
+    def __call__(self, grid: tuple[int], block: tuple[int], args: Sequence[Any]) -> None:
+        self.launch(grid[0], block[0], args)
 
 
 def _cuda_available() -> bool:

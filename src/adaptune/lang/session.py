@@ -18,10 +18,11 @@ from adaptune.lang import fuse
 from adaptune.lang.ir import Buffer, Node, Scalar
 from adaptune.lang.runtime import KernelCompileError, Runtime
 
-AUTO_FLUSH_NODES = 4096  # a loop that never flushes is flushed once its trace grows this large
+AUTO_FLUSH_NODES = 400  # a loop that never flushes is flushed once this many operations are pending (code
+# generation recurses along the expression, so a longer chain would hit Python's recursion limit)
 
 
-@dataclass
+@dataclass(slots=True)
 class FlushStats:
     """What one flush did (``anp.last_flush()``): kernels launched, bytes moved, compile and host time."""
 
@@ -32,6 +33,7 @@ class FlushStats:
     compiled: int = 0
     host_us: float = 0.0
     fallback: str = ""
+    inplace: int = 0  # kernels that wrote into an existing buffer (no allocation, no copy of the rest)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,8 +51,7 @@ class Base:
 class Session:
     def __init__(self, runtime: Runtime | None = None) -> None:
         self._runtime = runtime
-        self.pending: dict[int, weakref.ref[Base]] = {}
-        self._serial = 0
+        self.pending: dict[int, weakref.ref[Base]] = {}  # id(base) -> base, in first-recorded order
         self.plans: dict[tuple, fuse.Plan] = {}
         self.last = FlushStats()
         self.history_kernels = 0
@@ -60,6 +61,7 @@ class Session:
         self.last_plan: fuse.Plan | None = None
         self.last_order: list[Node] = []
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
+        self._coalesce = True
 
     @property
     def chooser(self) -> Callable[..., tuple[str, dict[str, int]]] | None:
@@ -73,75 +75,94 @@ class Session:
         self.plans.clear()
 
     @property
+    def coalesce(self) -> bool:
+        """Element-wise kernels over a transposed operand use the tiled variant (False: the direct, strided
+        kernel; benchmarks compare the two). Setting it drops cached plans."""
+        return self._coalesce
+
+    @coalesce.setter
+    def coalesce(self, value: bool) -> None:
+        self._coalesce = bool(value)
+        self.plans.clear()
+
+    @property
     def runtime(self) -> Runtime:
         if self._runtime is None:
             self._runtime = Runtime()
         return self._runtime
 
     def track(self, base: Base) -> None:
-        """Register a base whose node is an expression (flushed later)."""
-        self._serial += 1
-        self.pending[self._serial] = weakref.ref(base)
+        """Register a base whose node is an expression (flushed later); keyed by the base, so a base updated
+        many times between flushes is listed once."""
+        self.pending[id(base)] = weakref.ref(base)
         self.ops_since_flush += 1
         if self.ops_since_flush > AUTO_FLUSH_NODES:
             self.flush()
 
     def flush(self) -> FlushStats:
         t0 = time.perf_counter()
-        bases: list[Base] = []
-        seen_bases: set[int] = set()
-        for ref in self.pending.values():
-            b = ref()
-            if b is not None and id(b) not in seen_bases and not isinstance(b.node, Buffer | Scalar):
-                seen_bases.add(id(b))
-                bases.append(b)
-        pending, self.pending = self.pending, {}
+        pending = self.pending
+        self.pending = {}
         self.ops_since_flush = 0
+        bases: list[Base] = []
+        roots: list[Node] = []
+        root_of: dict[int, int] = {}
+        for ref in pending.values():
+            b = ref()
+            if b is None:
+                continue
+            node = b.node
+            if type(node) is Buffer or type(node) is Scalar:
+                continue
+            if id(node) not in root_of:
+                root_of[id(node)] = len(roots)
+                roots.append(node)
+            bases.append(b)
         try:
-            return self._flush(bases, t0)
+            return self._flush(bases, roots, root_of, t0)
         except BaseException:
             self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
             raise
 
-    def _flush(self, bases: list[Base], t0: float) -> FlushStats:
-        stats = FlushStats()
-        if not bases:
-            self.last = stats
-            return stats
-        roots: list[Node] = []
-        seen: set[int] = set()
-        for b in bases:
-            if id(b.node) not in seen:
-                seen.add(id(b.node))
-                roots.append(b.node)
+    def _flush(self, bases: list[Base], roots: list[Node], root_of: dict[int, int], t0: float) -> FlushStats:
+        if not roots:
+            self.last = FlushStats()
+            return self.last
         order, pos, key = fuse.linearise(roots)
         plan = self.plans.get(key)
         runtime = self.runtime
-        stats.nodes = len(order)
-        if plan is None:
-            compiled = runtime.compile_count
-            try:
-                plan = fuse.build(order, pos, roots, runtime, self._choose)
-            except KernelCompileError as exc:
-                from adaptune.lang.fallback import evaluate_eagerly
+        if plan is not None:  # the steady state: no planning, prepared launches
+            results = fuse.run(plan, order, runtime)
+            self._assign(bases, roots, root_of, results)
+            self.last_plan, self.last_order = plan, order  # kept for replay (benchmarks time the kernels alone)
+            self.flushes += 1
+            self.history_kernels += plan.kernels
+            self.last = stats = FlushStats(plan.kernels, plan.bytes, len(order), True, 0,
+                                           (time.perf_counter() - t0) * 1e6, "", plan.inplace)
+            return stats
+        stats = FlushStats(nodes=len(order))
+        compiled = runtime.compile_count
+        try:
+            plan = fuse.build(order, pos, roots, runtime, self._choose, self._coalesce)
+        except KernelCompileError as exc:
+            from adaptune.lang.fallback import evaluate_eagerly
 
-                stats.fallback = str(exc).splitlines()[0]
-                results = evaluate_eagerly(roots, runtime, str(exc))
-                self._assign(bases, roots, results)
-                stats.host_us = (time.perf_counter() - t0) * 1e6
-                self.last = stats
-                return stats
-            stats.compiled = runtime.compile_count - compiled
-            self.plans[key] = plan
-        else:
-            stats.cache_hit = True
-        record: list | None = [] if (self.tuner is not None and not stats.cache_hit) else None
+            stats.fallback = str(exc).splitlines()[0]
+            results = evaluate_eagerly(roots, runtime, str(exc))
+            self._assign(bases, roots, root_of, results, owned=False)
+            stats.host_us = (time.perf_counter() - t0) * 1e6
+            self.last = stats
+            return stats
+        stats.compiled = runtime.compile_count - compiled
+        self.plans[key] = plan
+        record: list | None = [] if self.tuner is not None else None
         results = fuse.run(plan, order, runtime, record)
-        self.last_plan, self.last_order = plan, order  # kept for replay (benchmarks time the kernels alone)
+        self.last_plan, self.last_order = plan, order
         if record:
             self.tuner.tune(record, runtime)
-        self._assign(bases, roots, results)
-        stats.kernels, stats.bytes = plan.kernels, plan.bytes
+            fuse.prepare(plan)  # the tuner may have changed work-group sizes
+        self._assign(bases, roots, root_of, results)
+        stats.kernels, stats.bytes, stats.inplace = plan.kernels, plan.bytes, plan.inplace
         stats.host_us = (time.perf_counter() - t0) * 1e6
         self.last = stats
         self.flushes += 1
@@ -149,10 +170,18 @@ class Session:
         return stats
 
     @staticmethod
-    def _assign(bases: list[Base], roots: list[Node], results: list[Any]) -> None:
-        done = {id(r): Buffer(data, r.shape, r.dtype) for r, data in zip(roots, results, strict=True)}
+    def _assign(bases: list[Base], roots: list[Node], root_of: dict[int, int], results: list[Any],
+                owned: bool = True) -> None:
+        """Each base's expression becomes its buffer; a buffer that two bases receive is shared (copies
+        made before the flush), so neither may later overwrite it in place."""
+        done = [Buffer(data, r.shape, r.dtype, owned) for r, data in zip(roots, results, strict=True)]
+        given: set[int] = set()
         for b in bases:
-            b.node = done[id(b.node)]
+            i = root_of[id(b.node)]
+            if i in given:
+                done[i].share()
+            given.add(i)
+            b.node = done[i]
 
     def _choose(self, rs: Any, node: Any, runtime: Runtime) -> tuple[str, dict[str, int]]:
         if self._chooser is not None:
