@@ -57,8 +57,10 @@ def test_untuned_rule_per_device_kind():
     gpu = SimpleNamespace(kind="cuda", max_block=1024, multiprocessors=132)
     cpu = SimpleNamespace(kind="opencl", max_block=4096, multiprocessors=2)
 
-    def rs(n_out, length, stride):
-        return ReduceShape(n_out, length, stride, (), (), ())
+    def rs(n_out, length, stride):  # the reduced axis leading when strided, last when contiguous
+        if stride == 1:
+            return ReduceShape(n_out, length, stride, (0,), (1,), (n_out, length))
+        return ReduceShape(n_out, length, stride, (1,), (0,), (length, n_out))
 
     cases = [  # (outputs, length, stride): CUDA pick, OpenCL pick
         ((1, 1 << 26, 1), "grid_stride", "two_pass"),
@@ -68,7 +70,7 @@ def test_untuned_rule_per_device_kind():
         ((1 << 17, 512, 1), "segmented", "tree"),  # 3-D last axis
         ((1 << 22, 16, 1), "segmented", "thread_per_output"),  # rows of 16
         ((16, 1 << 22, 1), "grid_stride", "tree"),  # long rows (a 2-core CPU: 16 rows fill it)
-        ((16, 1 << 22, 16), "two_pass", "two_pass"),  # tall axis 0
+        ((16, 1 << 22, 16), "column", "column"),  # tall axis 0: whole rows of 16 a step
     ]
     for shape, on_gpu, on_cpu in cases:
         assert default_choice(rs(*shape), gpu)[0] == on_gpu, shape

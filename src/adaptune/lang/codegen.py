@@ -449,7 +449,7 @@ def inplace(nodes: list[Update], external: set[int]) -> tuple[str, Ctx]:
 
 # ----------------------------------------------------------------------------------- reductions
 
-REDUCE_VARIANTS = ("thread_per_output", "tree", "segmented", "two_pass", "grid_stride")
+REDUCE_VARIANTS = ("thread_per_output", "tree", "segmented", "two_pass", "grid_stride", "column")
 
 
 @dataclass(frozen=True)
@@ -472,6 +472,13 @@ def reduce_shape(node: Reduce) -> ReduceShape:
     real_axes = [a for a in axes if src.shape[a] != 1]
     stride = cs[real_axes[-1]] if real_axes else 1
     return ReduceShape(node.size, node.length, stride, kept, axes, src.shape)
+
+
+def column_applies(rs: ReduceShape, block: int) -> bool:
+    """``column`` needs the reduced axes leading (element (r, o) at r * n_out + o) and n_out dividing the
+    work-group with at least two rows a step."""
+    return (rs.n_out > 1 and rs.axes == tuple(range(len(rs.axes))) and 2 * rs.n_out <= block
+            and block % rs.n_out == 0)
 
 
 def _reduce_index(ctx: Ctx, rs: ReduceShape, o: str, r: str, o_multi: tuple[str, ...] | None) -> Index:
@@ -541,6 +548,10 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
     step is coalesced across the whole grid and ``unroll`` loads are in flight per work-item: CUB's
     device-wide reduction without vector types, which the portable dialect lacks). ``two_pass`` takes
     ``unroll`` too (default 1); its groups keep contiguous chunks, which a CPU's caches prefer.
+    ``column`` (the coalesced mapping for few outputs over a strided leading axis, e.g. a (4 Mi, 16) array
+    summed over axis 0): a work-group reads ``block / n_out`` whole rows a step, work-item ``t`` adding up
+    output ``t % n_out``, so every load is contiguous across the group; partial sums per output then go
+    through a tree in shared memory over the rows, and ``parts`` groups' partials through a second pass.
     """
     if variant not in REDUCE_VARIANTS:
         raise ValueError(f"unknown reduction variant {variant!r}; known: {', '.join(REDUCE_VARIANTS)}")
@@ -550,7 +561,38 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
     i = ctx.idx_t
     head: list[str] = []
     inits = [f"{ctype(n.dtype)} acc{k} = {ops.identity(n.op, n.dtype)};" for k, n in enumerate(nodes)]
-    if variant == "thread_per_output":
+    if variant == "column":
+        if not column_applies(rs, block):
+            raise ValueError(f"the column reduction needs the reduced axes leading and {rs.n_out} outputs "
+                             f"dividing the work-group of {block} at least twice")
+        rows = block // rs.n_out
+        chunk = -(-rs.length // parts)
+        head = [f"SHARED {ctype(n.dtype)} sm{k}[{block}];" for k, n in enumerate(nodes)]
+        head += ["const u32 lid = LID();", f"const {i} o = ({i})(lid % {rs.n_out});",
+                 f"const {i} lo = ({i})GROUP_ID() * {chunk};"]
+        ctx.lines = []
+        for line in inits:
+            ctx.emit(line)
+        ctx.emit(f"const {i} hi = lo + {chunk} < {rs.length} ? lo + {chunk} : {rs.length};")
+        ctx.emit(f"for ({i} r = lo + ({i})(lid / {rs.n_out}); r < hi; r += {rows}) {{")
+        _accumulate(ctx, nodes, rs, "o", "r", None)
+        ctx.emit("}")
+        for k in range(len(nodes)):
+            ctx.emit(f"sm{k}[lid] = acc{k};")
+        ctx.emit("BARRIER();")
+        ctx.emit(f"for (u32 s = {rows} / 2; s > 0; s >>= 1) {{")  # rows is a power of two: n_out divides block
+        ctx.emit(f"    if (lid / {rs.n_out} < s) {{")
+        for k, node in enumerate(nodes):
+            a, b = f"sm{k}[lid]", f"sm{k}[lid + s * {rs.n_out}]"
+            ctx.emit(f"        {a} = {ops.combine(node.op, a, b, node.dtype)};")
+        ctx.emit("    }")
+        ctx.emit("    BARRIER();")
+        ctx.emit("}")
+        ctx.emit(f"if (lid < {rs.n_out}) {{")
+        for k in range(len(nodes)):
+            ctx.emit(f"    out{k}[o * {parts} + ({i})GROUP_ID()] = sm{k}[lid];")
+        ctx.emit("}")
+    elif variant == "thread_per_output":
         head = [f"const {i} o = ({i})GROUP_ID() * ({i})GROUP_SIZE() + ({i})LID();",
                 f"if (o >= {rs.n_out}) return;"]
         ctx.lines = []

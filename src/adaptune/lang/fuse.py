@@ -427,6 +427,8 @@ def _reduce_steps(nodes: list[Reduce], rs: codegen.ReduceShape, variant: str, pa
                   external: set[int], runtime: Runtime, steps: list[Step], slot_of: dict, n_tmp: int) -> int:
     block = int(params.get("block", 256))
     what = _describe(nodes)
+    if variant == "column" and not codegen.column_applies(rs, block):
+        variant = "two_pass"  # a model may pick it for any shape: where the mapping does not apply, the sweep
     if variant == "thread_per_output":
         src, ctx = codegen.reduction(nodes, external, variant, block)
         grid = -(-rs.n_out // block)
@@ -437,8 +439,13 @@ def _reduce_steps(nodes: list[Reduce], rs: codegen.ReduceShape, variant: str, pa
         seg = int(params.get("seg", 32))
         src, ctx = codegen.reduction(nodes, external, variant, block, seg=seg)
         grid = -(-rs.n_out // (block // seg))
-    else:  # two_pass or grid_stride: partials, then a tree kernel over them
-        if variant == "grid_stride":
+    else:  # two_pass, grid_stride or column: partials, then a tree kernel over them
+        if variant == "column":  # every group covers all outputs: parts = groups filling the device
+            rows = block // rs.n_out
+            parts = int(params.get("parts", 0)) or max(1, min(runtime.multiprocessors * 2048 // block,
+                                                             -(-rs.length // rows), 4096))
+            src, ctx = codegen.reduction(nodes, external, variant, block, parts=parts)
+        elif variant == "grid_stride":
             per_sm = int(params.get("groups_per_sm", 0)) or max(1, 2048 // block)
             parts = max(1, min(runtime.multiprocessors * per_sm // max(rs.n_out, 1), -(-rs.length // block),
                                4096))
@@ -452,7 +459,8 @@ def _reduce_steps(nodes: list[Reduce], rs: codegen.ReduceShape, variant: str, pa
         for node in nodes:
             partials.append(("tmp", n_tmp, rs.n_out * parts, node.dtype))
             n_tmp += 1
-        steps.append(_step(runtime, src, ctx, partials, slot_of, rs.n_out * parts, block, what + " (pass 1)"))
+        groups = parts if variant == "column" else rs.n_out * parts
+        steps.append(_step(runtime, src, ctx, partials, slot_of, groups, block, what + " (pass 1)"))
         seconds = []
         for node, (_, slot, _, _) in zip(nodes, partials, strict=True):
             buf = Buffer(None, (rs.n_out, parts), node.dtype)

@@ -1,6 +1,6 @@
 """Reductions as code variants (seed 002, ch. 3, 5, 6), chosen per shape by ``adaptive.CodeVariant``.
 
-Five kernels (``codegen.REDUCE_VARIANTS``) each with its work-group size (and, for ``segmented`` the
+Six kernels (``codegen.REDUCE_VARIANTS``) each with its work-group size (and, for ``segmented`` the
 segment width, for ``grid_stride`` the unroll factor and groups per multiprocessor) as tuned parameters (a
 ``Space`` searched by the labelling's strategy), plus ``rule``: the untuned default in ``rules``. The features
 are the reduction's shape after moving the reduced axes last: ``length`` (elements per output),
@@ -108,6 +108,8 @@ def make_code_variant(runtime: Runtime, device: DeviceInfo | None = None, blocks
     cv.variant(lambda inp, block=256, unroll=4, groups_per_sm=8: inp.run(
         "grid_stride", {"block": block, "unroll": unroll, "groups_per_sm": groups_per_sm}),
         name="grid_stride", space=grid_space, strategy="random", budget=grid_budget)
+    cv.variant(lambda inp, block=256: inp.run("column", {"block": block}), name="column", space=blocks_space,
+               strategy="brute_force")  # shapes it does not fit run as two_pass (fuse._reduce_steps)
     seg_space = Space({"block": [b for b in sizes if b >= max(segments)], "seg": list(segments)})
     cv.variant(lambda inp, block=256, seg=32: inp.run("segmented", {"block": block, "seg": seg}),
                name="segmented", space=seg_space, strategy="random", budget=10)

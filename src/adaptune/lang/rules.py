@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from adaptune.lang.codegen import ReduceShape
+from adaptune.lang.codegen import ReduceShape, column_applies
 
 
 def default_choice(rs: ReduceShape, runtime: Any) -> tuple[str, dict[str, int]]:
@@ -26,6 +26,8 @@ def default_choice(rs: ReduceShape, runtime: Any) -> tuple[str, dict[str, int]]:
     if rs.n_out == 1:
         return sweep if rs.length > 4 * block else ("tree", {"block": block})
     if rs.stride != 1:
+        if column_applies(rs, block) and 4 * rs.n_out <= block and rs.length > 64 * block:
+            return "column", {"block": block}  # few outputs over a leading axis: whole rows per group
         if rs.n_out < 64 * runtime.multiprocessors and rs.length > 64 * block:
             return "two_pass", {"block": block}
         if gpu and rs.n_out < 128 * runtime.multiprocessors and rs.length >= 64:
