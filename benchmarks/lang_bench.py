@@ -386,7 +386,7 @@ def bench_nbody(peers: Peers, n: int, iters: int, repeats: int) -> dict[str, Any
 
 # ----------------------------------------------------------------------------- reduction ladder
 
-VARIANTS = ("thread_per_output", "tree", "segmented", "two_pass", "grid_stride")
+VARIANTS = ("thread_per_output", "tree", "segmented", "two_pass", "grid_stride", "column")
 
 def ladder_cases(big: bool) -> list[tuple[str, tuple[int, ...], Any]]:
     if big:  # 256 MiB of float32 each (5x the H100's L2)
@@ -477,6 +477,8 @@ def bench_variants(peers: Peers, big: bool, iters: int, repeats: int) -> dict[st
         for variant in VARIANTS:
             if (variant == "thread_per_output" and n_out < 4096) or (variant in ("tree", "segmented") and n_out == 1):
                 continue
+            if variant == "column" and not (axis == 0 and 1 < n_out <= 64 and 256 % n_out == 0):
+                continue  # where the column mapping does not fit it would run as two_pass
             sess.chooser = (lambda v: (lambda rs, node, rt: (v, {"block": 256, "seg": 32 if rs.length >= 256
                                                                    else 8})))(variant)
             keep: list[Any] = []
