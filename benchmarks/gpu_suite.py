@@ -41,7 +41,8 @@ SETS = {"spmv": (inputs.spmv_specs, 54, 90), "histogram": (inputs.histogram_spec
 HOST_FEATURES = {"spmv": ("n_rows", "nnz", "avg_nnz_per_row"), "histogram": ("n", "bins", "key_bits", "n_per_bin"),
                  "sort": ("n", "key_bits", "is_float"), "bfs": ("vertices", "edges", "avg_degree")}
 SIZE_KEYS = {"n_rows", "nnz", "avg_nnz_per_row", "row_length_sd", "max_deviation", "ell_fill", "dia_fill", "n",
-             "n_per_bin", "ascending_runs", "bins", "vertices", "edges", "avg_degree", "degree_sd"}
+             "n_per_bin", "ascending_runs", "bins", "vertices", "edges", "avg_degree", "degree_sd", "probe_levels",
+             "est_depth"}
 IRREGULAR = ("power_law", "power_law_heavy", "rmat", "arrow")
 BFS_SCIPY_MAX_EDGES = 8_000_000  # larger graphs are cross-checked against queue_thread (checked on smaller)
 
@@ -658,7 +659,7 @@ def cmd_smoke(args: argparse.Namespace) -> None:
         for vname, fn in bfs.variants().items():
             expect(bool(np.array_equal(dev.to_host(fn(g, source)), want)), f"bfs {family} {vname}")
         got = features.bfs_features(g)
-        ref = features.bfs_features_reference(indptr)
+        ref = features.bfs_features_reference(indptr, indices)
         expect(all(abs(got[k] - ref[k]) <= 1e-3 * max(1.0, abs(ref[k])) for k in ref), f"bfs features {family}")
     print(f"smoke: {checks - len(failures)}/{checks} checks passed on {dev.name}", flush=True)
     for what in failures:

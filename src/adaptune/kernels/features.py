@@ -19,7 +19,9 @@ from adaptune.kernels.device import Device
 
 SPMV_FEATURES = ("n_rows", "nnz", "avg_nnz_per_row", "row_length_sd", "max_deviation", "ell_fill", "dia_fill")
 HISTOGRAM_FEATURES = ("n", "bins", "key_bits", "n_per_bin", "subsample_sd", "collision_share", "neighbour_share")
-BFS_FEATURES = ("vertices", "edges", "avg_degree", "degree_sd", "max_deviation")
+BFS_NITRO_FEATURES = ("vertices", "edges", "avg_degree", "degree_sd", "max_deviation")
+BFS_PROBE_FEATURES = ("probe_levels", "probe_dimension", "est_depth")
+BFS_FEATURES = BFS_NITRO_FEATURES + BFS_PROBE_FEATURES
 SORT_FEATURES = ("n", "key_bits", "is_float", "ascending_runs", "descent_share", "tie_share")
 
 SPMV_SAMPLE_ROWS = 4096
@@ -158,10 +160,20 @@ def histogram_features_reference(keys: np.ndarray, bins: int, sample: int = HIST
     }
 
 
-def bfs_features(g: bfs_mod.DeviceGraph, *, cached: bool = True) -> dict[str, float]:
-    """Nitro's BFS features: vertices, edges, average degree, degree standard deviation and max deviation
-    (one launch of the SpMV feature kernel over indptr, no row sample). A graph is searched many times from
-    different sources, so the features are kept with it (``g.extra``)."""
+PROBE_STARTS = 4  # bounded searches (blocks) of the structure probe, from evenly spaced vertices
+PROBE_CAP = 2048  # vertices a probe search reaches before it stops
+PROBE_LEVELS = 64  # levels a probe search runs at most
+PROBE_EDGE_CAP = 256  # neighbours of a vertex a probe search reads
+PROBE_SKIP = 1024  # a probe starts at the first vertex with an edge among this many from its place
+_probe_stamps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device -> [buffer, generation]
+
+
+def bfs_features(g: bfs_mod.DeviceGraph, *, cached: bool = True, probe: bool = True) -> dict[str, float]:
+    """Nitro's BFS features (vertices, edges, average degree, degree standard deviation, max deviation: one
+    launch of the SpMV feature kernel over indptr) and, unless ``probe=False``, the structure probe's three
+    (``bfs_probe``: a second launch): Nitro's five carry nothing about the diameter, which decides between
+    sweeping every vertex, every edge or a queue a level. A graph is searched many times from different
+    sources, so the features are kept with it (``g.extra``)."""
     if cached and "features" in g.extra:
         return dict(g.extra["features"])
     dev = g.device
@@ -170,18 +182,101 @@ def bfs_features(g: bfs_mod.DeviceGraph, *, cached: bool = True) -> dict[str, fl
     kernel = dev.kernel("spmv_kernels.c", "spmv_features", {"BLOCK": spmv_mod.BLOCK})
     kernel(grid, spmv_mod.BLOCK, (g.indptr, g.indices, np.int32(g.n), np.int32(1), np.int32(0), g.size,
                                   np.uint32(1), partials))
+    reached = _launch_probe(g) if probe else None
     p = dev.to_host(partials).astype(np.float64).reshape(grid, 3)
     avg = g.m / g.n
     result = {"vertices": float(g.n), "edges": float(g.m), "avg_degree": avg,
               "degree_sd": float(np.sqrt(p[:, 0].sum() / g.n)), "max_deviation": float(p[:, 1].max()) - avg}
+    if reached is not None:
+        result.update(probe_features(dev.to_host(reached).reshape(PROBE_STARTS, PROBE_LEVELS), g.n))
     g.extra["features"] = result
     return dict(result)
 
 
-def bfs_features_reference(indptr: np.ndarray) -> dict[str, float]:
+def _launch_probe(g: bfs_mod.DeviceGraph) -> Any:
+    """Launch the structure probe (PROBE_STARTS blocks); returns the device array of reached counts."""
+    dev = g.device
+    need = PROBE_STARTS * g.n
+    state = _probe_stamps.get(dev)
+    if state is None or state[0].size < need or state[1] >= 2**32 - 1:
+        state = [dev.zeros(max(need, 1024), np.uint32), 0]
+        _probe_stamps[dev] = state
+    state[1] += 1
+    out = dev.empty(PROBE_STARTS * PROBE_LEVELS, np.uint32)
+    kernel = dev.kernel("bfs_kernels.c", "bfs_probe", {"BLOCK": bfs_mod.BLOCK, "PROBE_CAP": PROBE_CAP,
+                                                       "PROBE_LEVELS": PROBE_LEVELS, "PROBE_EDGE_CAP": PROBE_EDGE_CAP,
+                                                       "PROBE_SKIP": PROBE_SKIP})
+    kernel(PROBE_STARTS, bfs_mod.BLOCK, (g.indptr, g.indices, np.uint32(g.n), state[0], np.uint32(state[1]), out))
+    return out
+
+
+def bfs_probe(g: bfs_mod.DeviceGraph) -> np.ndarray:
+    """Reached counts of the structure probe, (PROBE_STARTS, PROBE_LEVELS): row s, column l = vertices within
+    l + 1 levels of start s (evenly spaced starts), up to PROBE_CAP (exact: whole frontiers are expanded)."""
+    return g.device.to_host(_launch_probe(g)).reshape(PROBE_STARTS, PROBE_LEVELS)
+
+
+def bfs_probe_reference(indptr: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """The probe on the host: the same bounded searches (first PROBE_EDGE_CAP neighbours a vertex)."""
+    n = len(indptr) - 1
+    out = np.zeros((PROBE_STARTS, PROBE_LEVELS), np.uint32)
+    for s in range(PROBE_STARTS):
+        start = (s * 2 + 1) * n // (2 * PROBE_STARTS)
+        for _ in range(PROBE_SKIP):
+            if indptr[start + 1] != indptr[start]:
+                break
+            start = start + 1 if start + 1 < n else 0
+        seen = {start}
+        frontier = [start]
+        total = 1
+        for lev in range(PROBE_LEVELS):
+            if not frontier or total >= PROBE_CAP:
+                out[s, lev:] = total
+                break
+            nxt = []
+            for v in frontier:
+                for w in indices[indptr[v]:min(indptr[v + 1], indptr[v] + PROBE_EDGE_CAP)]:
+                    if int(w) not in seen:
+                        seen.add(int(w))
+                        nxt.append(int(w))
+            total += len(nxt)
+            out[s, lev] = total
+            frontier = nxt
+    return out
+
+
+def probe_features(reached: np.ndarray, n: int) -> dict[str, float]:
+    """From the probe's reached counts: levels to PROBE_CAP vertices (or to the end of a small component),
+    growth dimension d (reached ~ levels^d between the first level with >= 32 vertices and the last) and the
+    depth it implies, levels x (n / reached)^(1/d) (the levels themselves where the component ended);
+    medians over the starts."""
+    levels, dims, depths = [], [], []
+    for row in np.asarray(reached, np.float64):
+        done = np.nonzero((row >= PROBE_CAP) | (np.r_[row[1:], -1.0] == row))[0]
+        last = int(done[0]) if done.size else len(row) - 1  # index of the last level that found something new
+        ended = row[last] < PROBE_CAP and last < len(row) - 1
+        lv, r_end = last + 1, row[last]
+        mid = int(np.argmax(row >= min(32.0, r_end)))
+        if lv - (mid + 1) >= 1 and r_end > row[mid]:
+            d = np.log(r_end / row[mid]) / np.log(lv / (mid + 1))
+        else:
+            d = 16.0  # everything within a level or two: exponential growth
+        d = float(np.clip(d, 1.0, 16.0))
+        levels.append(float(lv))
+        dims.append(d)
+        depths.append(float(lv) if ended else float(min(n, lv * (n / max(r_end, 1.0)) ** (1.0 / d))))
+    return {"probe_levels": float(np.median(levels)), "probe_dimension": float(np.median(dims)),
+            "est_depth": float(np.median(depths))}
+
+
+def bfs_features_reference(indptr: np.ndarray, indices: np.ndarray | None = None) -> dict[str, float]:
+    """Nitro's five exactly; with ``indices``, the probe's three from the host probe too."""
     deg = np.diff(indptr).astype(np.float64)
-    return {"vertices": float(deg.size), "edges": float(indptr[-1]), "avg_degree": float(deg.mean()),
-            "degree_sd": float(deg.std()), "max_deviation": float(deg.max() - deg.mean())}
+    result = {"vertices": float(deg.size), "edges": float(indptr[-1]), "avg_degree": float(deg.mean()),
+              "degree_sd": float(deg.std()), "max_deviation": float(deg.max() - deg.mean())}
+    if indices is not None:
+        result.update(probe_features(bfs_probe_reference(indptr, indices), deg.size))
+    return result
 
 
 def sort_plan(n: int, sample_pairs: int = SORT_SAMPLE_PAIRS) -> tuple[int, int]:
