@@ -36,8 +36,8 @@ from adaptune.kernels.dispatch import KeptDispatch
 
 LIBRARY_DEFAULT = {"spmv": "cusparse_alg1", "histogram": "cub", "sort": "cub_radix", "bfs": "direction_optimising"}
 OPENCL_DEFAULT = {"spmv": "csr_scalar"}  # no cuSPARSE on PoCL
-SETS = {"spmv": (inputs.spmv_specs, 54, 90), "histogram": (inputs.histogram_specs, 60, 90),
-        "sort": (inputs.sort_specs, 42, 84), "bfs": (inputs.bfs_specs, 48, 72)}
+SETS = {"spmv": (inputs.spmv_specs, 54, 90), "histogram": (inputs.histogram_specs, 78, 90),
+        "sort": (inputs.sort_specs, 42, 84), "bfs": (inputs.bfs_specs, 72, 72)}
 HOST_FEATURES = {"spmv": ("n_rows", "nnz", "avg_nnz_per_row"), "histogram": ("n", "bins", "key_bits", "n_per_bin"),
                  "sort": ("n", "key_bits", "is_float"), "bfs": ("vertices", "edges", "avg_degree")}
 SIZE_KEYS = {"n_rows", "nnz", "avg_nnz_per_row", "row_length_sd", "max_deviation", "ell_fill", "dia_fill", "n",

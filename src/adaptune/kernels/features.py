@@ -7,6 +7,8 @@ Features return plain dicts of floats in a fixed key order, ready for a CodeVari
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,102 @@ SORT_SAMPLE_PAIRS = 4096
 _stamps: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device -> [buffer, generation]
 
 
+@dataclass
+class _Plan:
+    """A feature computation launched on the device: the buffers to copy back and how to finish on the host."""
+
+    buffers: list[Any]
+    finish: Callable[[list[np.ndarray]], dict[str, float]]
+
+
+class Pending:
+    """Features whose kernels and copies to (pinned) host memory were queued on a side stream / without a
+    blocking read; ``result()`` waits for them only when the choice is needed."""
+
+    def __init__(self, hosts: list[np.ndarray], wait: Callable[[], None], done: Callable[[], bool],
+                 finish: Callable[[list[np.ndarray]], dict[str, float]]) -> None:
+        self.hosts, self._wait, self._done, self._finish = hosts, wait, done, finish
+
+    def ready(self) -> bool:
+        """True once the device has written the features (no waiting)."""
+        return self._done()
+
+    def result(self) -> dict[str, float]:
+        self._wait()
+        return self._finish(self.hosts)
+
+
+def _features(obj: Any, key: Any, plan: Callable[[], _Plan], cached: bool) -> dict[str, float]:
+    """Kept features, else prefetched ones (waited for), else computed now (launch, copy, finish)."""
+    if cached and key in obj.extra:
+        return dict(obj.extra[key])
+    pending = obj.extra.pop(("pending", key), None)
+    if pending is not None and cached:
+        result = pending.result()
+    else:
+        p = plan()
+        result = p.finish([obj.device.to_host(b) for b in p.buffers])
+    obj.extra[key] = result
+    return dict(result)
+
+
+_side_streams: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # CupyDevice -> non-blocking stream
+
+
+def prefetch_features(obj: Any) -> Pending | None:
+    """Start computing the features of a DeviceMatrix, DeviceKeys or DeviceGraph without waiting for them
+    (Nitro's ``fix_inputs``): on CUDA the kernels and an asynchronous copy to pinned memory go on a
+    non-blocking side stream that first waits (on the device) for the caller's stream, so neither the host
+    nor the caller's stream is held; on OpenCL the copy is enqueued without blocking. The next
+    ``*_features(obj)`` (so the next dispatch) waits only for what is still running. Returns the Pending
+    (None when the features are kept already). The object must not change until then."""
+    key, plan = _plan_for(obj)
+    if key in obj.extra:
+        return None
+    dev = obj.device
+    cp = getattr(dev, "cp", None)
+    if cp is not None:
+        side = _side_streams.get(dev)
+        if side is None:
+            side = _side_streams[dev] = cp.cuda.Stream(non_blocking=True)
+        side.wait_event(cp.cuda.get_current_stream().record())
+        with side:
+            p = plan()
+            hosts = [_pinned(cp, b) for b in p.buffers]
+            for b, h in zip(p.buffers, hosts, strict=True):
+                cp.asnumpy(b, stream=side, out=h, blocking=False)
+            event = side.record()
+        pending = Pending(hosts, event.synchronize, lambda: bool(event.done), p.finish)
+    else:
+        import pyopencl as cl
+
+        p = plan()
+        hosts = [np.empty(b.shape, b.dtype) for b in p.buffers]
+        events = [cl.enqueue_copy(dev.queue, h, b.data, is_blocking=False) for b, h in zip(p.buffers, hosts,
+                                                                                            strict=True)]
+        pending = Pending(hosts, lambda: cl.wait_for_events(events),
+                          lambda: all(e.command_execution_status == cl.command_execution_status.COMPLETE
+                                      for e in events), p.finish)
+    obj.extra[("pending", key)] = pending
+    return pending
+
+
+def _pinned(cp: Any, like: Any) -> np.ndarray:
+    import cupyx
+
+    return cupyx.empty_pinned(like.shape, like.dtype)
+
+
+def _plan_for(obj: Any) -> tuple[Any, Callable[[], _Plan]]:
+    if isinstance(obj, spmv_mod.DeviceMatrix):
+        return ("features", SPMV_SAMPLE_ROWS), lambda: _spmv_plan(obj, SPMV_SAMPLE_ROWS)
+    if isinstance(obj, hist_mod.DeviceKeys):
+        return ("features", HISTOGRAM_SAMPLE), lambda: _histogram_plan(obj, HISTOGRAM_SAMPLE)
+    if isinstance(obj, bfs_mod.DeviceGraph):
+        return "features", lambda: _bfs_plan(obj, True)
+    raise TypeError(f"no device features for {type(obj).__name__} (DeviceMatrix, DeviceKeys or DeviceGraph)")
+
+
 def spmv_features(m: spmv_mod.DeviceMatrix, sample_rows: int = SPMV_SAMPLE_ROWS, *,
                   cached: bool = True) -> dict[str, float]:
     """Average non-zeros a row, row-length SD, max deviation, ELL fill-in; DIA fill-in from the first
@@ -41,10 +139,12 @@ def spmv_features(m: spmv_mod.DeviceMatrix, sample_rows: int = SPMV_SAMPLE_ROWS,
 
     A DeviceMatrix does not change once uploaded, so its features are kept with it (``m.extra``) and later
     calls cost nothing: an iterative solver multiplies one matrix many times. ``cached=False`` recomputes.
+    Features started by ``prefetch_features`` are waited for instead of computed again.
     """
-    key = ("features", sample_rows)
-    if cached and key in m.extra:
-        return dict(m.extra[key])
+    return _features(m, ("features", sample_rows), lambda: _spmv_plan(m, sample_rows), cached)
+
+
+def _spmv_plan(m: spmv_mod.DeviceMatrix, sample_rows: int) -> _Plan:
     dev = m.device
     n = m.n_rows
     stride = max(1, n // max(1, sample_rows))
@@ -60,21 +160,23 @@ def spmv_features(m: spmv_mod.DeviceMatrix, sample_rows: int = SPMV_SAMPLE_ROWS,
     kernel = dev.kernel("spmv_kernels.c", "spmv_features", {"BLOCK": spmv_mod.BLOCK, "DIA_ROW_CAP": DIA_ROW_CAP})
     kernel(grid, spmv_mod.BLOCK, (m.indptr, m.indices, np.int32(n), np.int32(stride), np.int32(n_sample),
                                   state[0], np.uint32(state[1]), partials))
-    p = dev.to_host(partials).astype(np.float64).reshape(grid, 3)
-    avg = m.nnz / n
-    max_len = float(p[:, 1].max())
-    n_diags_est = float(p[:, 2].sum())
-    result = {
-        "n_rows": float(n),
-        "nnz": float(m.nnz),
-        "avg_nnz_per_row": avg,
-        "row_length_sd": float(np.sqrt(p[:, 0].sum() / n)),
-        "max_deviation": max_len - avg,
-        "ell_fill": max_len * n / max(m.nnz, 1),
-        "dia_fill": n_diags_est * n / max(m.nnz, 1),
-    }
-    m.extra[key] = result
-    return dict(result)
+
+    def finish(hosts: list[np.ndarray]) -> dict[str, float]:
+        p = hosts[0].astype(np.float64).reshape(grid, 3)
+        avg = m.nnz / n
+        max_len = float(p[:, 1].max())
+        n_diags_est = float(p[:, 2].sum())
+        return {
+            "n_rows": float(n),
+            "nnz": float(m.nnz),
+            "avg_nnz_per_row": avg,
+            "row_length_sd": float(np.sqrt(p[:, 0].sum() / n)),
+            "max_deviation": max_len - avg,
+            "ell_fill": max_len * n / max(m.nnz, 1),
+            "dia_fill": n_diags_est * n / max(m.nnz, 1),
+        }
+
+    return _Plan([partials], finish)
 
 
 def forget_spmv_features(m: spmv_mod.DeviceMatrix) -> None:
@@ -114,32 +216,36 @@ def histogram_features(d: hist_mod.DeviceKeys, sample: int = HISTOGRAM_SAMPLE, *
     relative to the bins, collision share (two sampled keys equal: what makes atomics contend) and
     neighbour share (a key equals the next one: runs). Kept with ``d`` (``d.extra``) unless ``cached=False``:
     a caller that changes the keys in place must pass ``cached=False`` or make a new DeviceKeys."""
-    key = ("features", sample)
-    if cached and key in d.extra:
-        return dict(d.extra[key])
+    return _features(d, ("features", sample), lambda: _histogram_plan(d, sample), cached)
+
+
+def _histogram_plan(d: hist_mod.DeviceKeys, sample: int) -> _Plan:
     dev = d.device
     stride, count = histogram_sample_plan(d.n, sample)
     out = dev.empty(4, np.float32)
     kernel = dev.kernel("histogram_kernels.c", "histogram_subsample_stats",
                         {"BLOCK": hist_mod.BLOCK, "KEY_BITS": d.key_bits, "BINS": d.bins})
     kernel(1, hist_mod.BLOCK, (d.words, np.uint32(d.n), np.uint32(stride), np.uint32(count), out))
-    stats = dev.to_host(out)
-    result = {
-        "n": float(d.n),
-        "bins": float(d.bins),
-        "key_bits": float(d.key_bits),
-        "n_per_bin": d.n / d.bins,
-        "subsample_sd": float(stats[1]),
-        "collision_share": float(stats[2]),
-        "neighbour_share": float(stats[3]),
-    }
-    d.extra[key] = result
-    return dict(result)
+
+    def finish(hosts: list[np.ndarray]) -> dict[str, float]:
+        stats = hosts[0]
+        return {
+            "n": float(d.n),
+            "bins": float(d.bins),
+            "key_bits": float(d.key_bits),
+            "n_per_bin": d.n / d.bins,
+            "subsample_sd": float(stats[1]),
+            "collision_share": float(stats[2]),
+            "neighbour_share": float(stats[3]),
+        }
+
+    return _Plan([out], finish)
 
 
 def forget_features(obj: Any) -> None:
     """Drop the features kept with a DeviceMatrix, DeviceKeys or DeviceGraph (the next call computes them)."""
-    for key in [k for k in obj.extra if k == "features" or (isinstance(k, tuple) and k[:1] == ("features",))]:
+    for key in [k for k in obj.extra if k == "features" or (isinstance(k, tuple) and k[:1] in (("features",),
+                                                                                                ("pending",)))]:
         del obj.extra[key]
 
 
@@ -174,23 +280,28 @@ def bfs_features(g: bfs_mod.DeviceGraph, *, cached: bool = True, probe: bool = T
     (``bfs_probe``: a second launch): Nitro's five carry nothing about the diameter, which decides between
     sweeping every vertex, every edge or a queue a level. A graph is searched many times from different
     sources, so the features are kept with it (``g.extra``)."""
-    if cached and "features" in g.extra:
-        return dict(g.extra["features"])
+    return _features(g, "features", lambda: _bfs_plan(g, probe), cached)
+
+
+def _bfs_plan(g: bfs_mod.DeviceGraph, probe: bool) -> _Plan:
     dev = g.device
     grid = max(1, min(-(-g.n // spmv_mod.BLOCK), 4 * dev.multiprocessors))
     partials = dev.empty(3 * grid, np.float32)
     kernel = dev.kernel("spmv_kernels.c", "spmv_features", {"BLOCK": spmv_mod.BLOCK})
     kernel(grid, spmv_mod.BLOCK, (g.indptr, g.indices, np.int32(g.n), np.int32(1), np.int32(0), g.size,
                                   np.uint32(1), partials))
-    reached = _launch_probe(g) if probe else None
-    p = dev.to_host(partials).astype(np.float64).reshape(grid, 3)
-    avg = g.m / g.n
-    result = {"vertices": float(g.n), "edges": float(g.m), "avg_degree": avg,
-              "degree_sd": float(np.sqrt(p[:, 0].sum() / g.n)), "max_deviation": float(p[:, 1].max()) - avg}
-    if reached is not None:
-        result.update(probe_features(dev.to_host(reached).reshape(PROBE_STARTS, PROBE_LEVELS), g.n))
-    g.extra["features"] = result
-    return dict(result)
+    buffers = [partials] + ([_launch_probe(g)] if probe else [])
+
+    def finish(hosts: list[np.ndarray]) -> dict[str, float]:
+        p = hosts[0].astype(np.float64).reshape(grid, 3)
+        avg = g.m / g.n
+        result = {"vertices": float(g.n), "edges": float(g.m), "avg_degree": avg,
+                  "degree_sd": float(np.sqrt(p[:, 0].sum() / g.n)), "max_deviation": float(p[:, 1].max()) - avg}
+        if probe:
+            result.update(probe_features(hosts[1].reshape(PROBE_STARTS, PROBE_LEVELS), g.n))
+        return result
+
+    return _Plan(buffers, finish)
 
 
 def _launch_probe(g: bfs_mod.DeviceGraph) -> Any:
