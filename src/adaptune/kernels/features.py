@@ -48,8 +48,9 @@ class Pending:
     blocking read; ``result()`` waits for them only when the choice is needed."""
 
     def __init__(self, hosts: list[np.ndarray], wait: Callable[[], None], done: Callable[[], bool],
-                 finish: Callable[[list[np.ndarray]], dict[str, float]]) -> None:
+                 finish: Callable[[list[np.ndarray]], dict[str, float]], keep: Any = None) -> None:
         self.hosts, self._wait, self._done, self._finish = hosts, wait, done, finish
+        self._keep = keep  # the device buffers, alive until the copies are waited for
 
     def ready(self) -> bool:
         """True once the device has written the features (no waiting)."""
@@ -77,13 +78,15 @@ def _features(obj: Any, key: Any, plan: Callable[[], _Plan], cached: bool) -> di
 _side_streams: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # CupyDevice -> non-blocking stream
 
 
-def prefetch_features(obj: Any) -> Pending | None:
+def prefetch_features(obj: Any, *, after_caller: bool = True) -> Pending | None:
     """Start computing the features of a DeviceMatrix, DeviceKeys or DeviceGraph without waiting for them
     (Nitro's ``fix_inputs``): on CUDA the kernels and an asynchronous copy to pinned memory go on a
     non-blocking side stream that first waits (on the device) for the caller's stream, so neither the host
     nor the caller's stream is held; on OpenCL the copy is enqueued without blocking. The next
     ``*_features(obj)`` (so the next dispatch) waits only for what is still running. Returns the Pending
-    (None when the features are kept already). The object must not change until then."""
+    (None when the features are kept already). The object must not change until then. ``after_caller=False``
+    skips the side stream's wait for work queued before on the caller's stream (only where the object's data
+    is known to be on the device already, e.g. uploaded and synchronised)."""
     key, plan = _plan_for(obj)
     if key in obj.extra:
         return None
@@ -93,14 +96,15 @@ def prefetch_features(obj: Any) -> Pending | None:
         side = _side_streams.get(dev)
         if side is None:
             side = _side_streams[dev] = cp.cuda.Stream(non_blocking=True)
-        side.wait_event(cp.cuda.get_current_stream().record())
+        if after_caller:
+            side.wait_event(cp.cuda.get_current_stream().record())
         with side:
             p = plan()
             hosts = [_pinned(cp, b) for b in p.buffers]
             for b, h in zip(p.buffers, hosts, strict=True):
                 cp.asnumpy(b, stream=side, out=h, blocking=False)
             event = side.record()
-        pending = Pending(hosts, event.synchronize, lambda: bool(event.done), p.finish)
+        pending = Pending(hosts, event.synchronize, lambda: bool(event.done), p.finish, p.buffers)
     else:
         import pyopencl as cl
 
@@ -110,7 +114,7 @@ def prefetch_features(obj: Any) -> Pending | None:
                                                                                             strict=True)]
         pending = Pending(hosts, lambda: cl.wait_for_events(events),
                           lambda: all(e.command_execution_status == cl.command_execution_status.COMPLETE
-                                      for e in events), p.finish)
+                                      for e in events), p.finish, p.buffers)
     obj.extra[("pending", key)] = pending
     return pending
 
