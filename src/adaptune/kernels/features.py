@@ -128,7 +128,7 @@ def _side_stream(cp: Any, high_priority: bool) -> Any:
     """A non-blocking stream, of the device's greatest priority where asked."""
     if not high_priority:
         return cp.cuda.Stream(non_blocking=True)
-    greatest = cp.cuda.runtime.deviceGetStreamPriorityRange()[1]
+    greatest = -1 << 20  # CUDA clamps a priority beyond the device's range to its greatest
     try:
         return cp.cuda.Stream(non_blocking=True, priority=greatest)
     except TypeError:  # a CuPy without the priority argument: create it through the runtime
