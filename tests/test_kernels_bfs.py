@@ -65,7 +65,29 @@ def test_degree_features(dev, family):
     indptr, indices = inputs.graph(family, 5000, 7.0, seed=2)
     g = bfs.upload(dev, indptr, indices)
     got = features.bfs_features(g)
-    want = features.bfs_features_reference(indptr)
+    want = features.bfs_features_reference(indptr, indices)
     for key in features.BFS_FEATURES:
         assert got[key] == pytest.approx(want[key], rel=1e-4, abs=1e-4), key
     assert features.bfs_features(g) == got and "features" in g.extra  # kept with the graph
+
+
+@pytest.mark.parametrize("family", ["rmat", "grid_2d", "road_like", "small_world"])
+def test_structure_probe_matches_the_host_search(dev, family):
+    """The probe's bounded searches count exactly what the host's do (whole frontiers are expanded)."""
+    indptr, indices = inputs.graph(family, 20_000, 5.0, seed=4)
+    g = bfs.upload(dev, indptr, indices)
+    got = features.bfs_probe(g)
+    np.testing.assert_array_equal(got, features.bfs_probe_reference(indptr, indices))
+    np.testing.assert_array_equal(features.bfs_probe(g), got)  # a second call (new stamp generation) agrees
+    assert (np.diff(got.astype(np.int64), axis=1) >= 0).all()
+
+
+def test_probe_tells_meshes_from_small_world_graphs(dev):
+    """What Nitro's degree features cannot: a 2-D grid and a random regular graph of one degree differ in depth."""
+    feats = {}
+    for family in ("grid_2d", "random_regular"):
+        indptr, indices = inputs.graph(family, 40_000, 4.0, seed=1)
+        feats[family] = features.bfs_features(bfs.upload(dev, indptr, indices))
+    grid, rand = feats["grid_2d"], feats["random_regular"]
+    assert grid["est_depth"] > 5 * rand["est_depth"] and grid["probe_levels"] > 3 * rand["probe_levels"]
+    assert grid["probe_dimension"] < 3.0 < rand["probe_dimension"]

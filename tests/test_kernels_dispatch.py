@@ -76,3 +76,27 @@ def test_objects_without_extra_are_refused():
     cv, _ = _cv()
     with pytest.raises(TypeError, match="extra"):
         KeptDispatch(cv).select(np.zeros(3), 1, 2)
+
+
+def test_bind_returns_the_chosen_launcher_kept_with_the_matrix(dev):
+    cv, calls = _cv()
+    kept = KeptDispatch(cv)
+    indptr, indices, data, shape = inputs.sparse_matrix("constant_row", 300, 90.0, seed=3)
+    m = spmv.upload(dev, indptr, indices, data, shape)
+    x = np.random.default_rng(1).standard_normal(shape[1]).astype(np.float32)
+    args = (m, dev.asarray(x), dev.zeros(shape[0], np.float32))
+    launcher = kept.bind(*args)
+    assert launcher is cv.variant_function("csr_vector_32") and len(calls) == 1
+    assert kept.bind(*args) is launcher and len(calls) == 1  # kept: no feature, model or label work
+    launcher(*args)
+    a = np.zeros(shape, np.float64)
+    np.add.at(a, (np.repeat(np.arange(shape[0]), np.diff(indptr)), indices), data)
+    np.testing.assert_allclose(dev.to_host(args[2]), a @ x, rtol=1e-4, atol=1e-4)
+    fitted = fit_model("tree", np.array([[1.0], [2.0]]), np.array([[1.0, 2.0], [1.0, 2.0]]))
+    cv.install_model(fitted.params, cv.model_labels, fitted.kind)  # a new model: bound launchers are stale
+    assert kept.bind(*args) is cv.variant_function("csr_scalar") and len(calls) == 2
+    kept.forget(*args)
+    kept.bind(*args)
+    assert len(calls) == 3
+    with pytest.raises(TypeError, match="extra"):
+        kept.bind(np.zeros(3), 1, 2)

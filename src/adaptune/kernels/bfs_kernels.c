@@ -144,3 +144,73 @@ KERNEL bfs_collect(const GLOBAL u32 *RESTRICT level, GLOBAL u32 *RESTRICT visite
         if (l == cur) queue[ATOMIC_ADD_U32(size, 1u)] = v;
     }
 }
+
+/* Structure probe (features, not a search): PROBE_STARTS blocks, each a bounded BFS from its own start vertex
+ * (evenly spaced; the first vertex with an edge among the next PROBE_SKIP), expanding whole frontiers held in shared memory until PROBE_CAP vertices are reached, the
+ * component is exhausted or PROBE_LEVELS levels are done; at most PROBE_EDGE_CAP neighbours a vertex are read.
+ * out[block * PROBE_LEVELS + l] = vertices reached within l + 1 levels (the last value repeated after a stop).
+ * How fast the reached set grows (levels to PROBE_CAP, growth dimension) tells meshes and roads (hundreds of
+ * levels) from small-world graphs (a handful) whatever the vertex order. stamps: n words a block, holding
+ * `gen` where visited by this call (no clearing between calls). */
+#ifndef PROBE_CAP
+#define PROBE_CAP 2048
+#endif
+#ifndef PROBE_LEVELS
+#define PROBE_LEVELS 64
+#endif
+#ifndef PROBE_EDGE_CAP
+#define PROBE_EDGE_CAP 256
+#endif
+#ifndef PROBE_SKIP
+#define PROBE_SKIP 1024
+#endif
+KERNEL bfs_probe(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRICT indices, const u32 n,
+                 GLOBAL u32 *RESTRICT stamps, const u32 gen, GLOBAL u32 *RESTRICT out) {
+    SHARED u32 queue[2][PROBE_CAP];
+    SHARED u32 sizes[2];
+    SHARED u32 total;
+    GLOBAL u32 *st = stamps + (u64)GROUP_ID() * n;
+    GLOBAL u32 *rec = out + GROUP_ID() * PROBE_LEVELS;
+    u32 start = (u32)(((u64)GROUP_ID() * 2u + 1u) * n / (2u * NUM_GROUPS()));
+    for (u32 t = 0; t < PROBE_SKIP && indptr[start + 1] == indptr[start]; ++t) start = start + 1u < n ? start + 1u : 0u;
+    if (LID() == 0) {
+        queue[0][0] = start;
+        sizes[0] = 1u;
+        sizes[1] = 0u;
+        total = 1u;
+        st[start] = gen;
+    }
+    BARRIER();
+    u32 cur = 0;
+    for (u32 lev = 0; lev < PROBE_LEVELS; ++lev) {
+        const u32 size = sizes[cur];
+        const u32 tot = total;
+        if (size == 0u || tot >= PROBE_CAP) {  /* uniform: shared values read after a barrier */
+            for (u32 l = lev + LID(); l < PROBE_LEVELS; l += BLOCK) rec[l] = tot;
+            break;
+        }
+        for (u32 i = LID(); i < size; i += BLOCK) {
+            const u32 v = queue[cur][i];
+            const i32 b = indptr[v];
+            i32 e = indptr[v + 1];
+            if (e - b > PROBE_EDGE_CAP) e = b + PROBE_EDGE_CAP;
+            for (i32 k = b; k < e; ++k) {
+                const u32 w = (u32)indices[k];
+                if (st[w] != gen && ATOMIC_MAX_U32(&st[w], gen) != gen) {
+                    const u32 slot = ATOMIC_ADD_U32(&sizes[1u - cur], 1u);
+                    if (slot < PROBE_CAP) queue[1u - cur][slot] = w;
+                }
+            }
+        }
+        BARRIER();
+        if (LID() == 0) {
+            const u32 found = sizes[1u - cur];
+            total = tot + found;
+            sizes[1u - cur] = found < PROBE_CAP ? found : PROBE_CAP;
+            sizes[cur] = 0u;
+            rec[lev] = tot + found;
+        }
+        BARRIER();
+        cur = 1u - cur;
+    }
+}

@@ -17,7 +17,7 @@ MATRIX_FAMILIES = ("uniform_random", "constant_row", "power_law", "banded", "ste
                    "block_diagonal", "near_diagonal", "arrow", "diagonal_plus_random", "power_law_heavy", "rmat")
 HISTOGRAM_KINDS = ("uniform", "normal", "constant", "exponential", "image", "mixed_regions", "few_values",
                    "sparse_spikes", "zipf", "sorted_runs")
-HISTOGRAM_BINS = (16, 64, 256, 1024, 4096, 16384, 65536)
+HISTOGRAM_BINS = tuple(2**k for k in range(4, 17))  # every power of two 16 ... 65,536 (round 2: every 4th)
 KEY_BITS = {8: np.uint8, 16: np.uint16, 32: np.uint32}
 GRAPH_FAMILIES = ("rmat", "kronecker_mild", "erdos_renyi", "random_regular", "power_law", "grid_2d", "grid_3d",
                   "grid_2d_diag", "road_like", "small_world", "deep_tree", "hub_spoke")
@@ -376,8 +376,9 @@ def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
     return float(math.exp(rng.uniform(math.log(low), math.log(high))))
 
 
-def spmv_specs(count: int, seed: int, nnz_range=(2e6, 4e7), avg_range=(2.0, 96.0)) -> list[InputSpec]:
-    """Matrices cycling through the families; nnz and row length log-uniform (several times L2 at the top)."""
+def spmv_specs(count: int, seed: int, nnz_range=(5e5, 4e7), avg_range=(2.0, 96.0)) -> list[InputSpec]:
+    """Matrices cycling through the families; nnz and row length log-uniform (from 4 MB, well inside L2, to
+    several times L2; round 2 started at 2e6 non-zeros)."""
     rng = np.random.default_rng(seed)
     specs = []
     for i in range(count):
@@ -393,9 +394,10 @@ def spmv_specs(count: int, seed: int, nnz_range=(2e6, 4e7), avg_range=(2.0, 96.0
     return specs
 
 
-def histogram_specs(count: int, seed: int, size_range=(1e5, 6.4e7)) -> list[InputSpec]:
-    """Kinds cycle; bins drawn from 16 ... 65,536; key width drawn among those that hold the bins; size
-    log-uniform (keys)."""
+def histogram_specs(count: int, seed: int, size_range=(2e4, 6.4e7)) -> list[InputSpec]:
+    """Kinds cycle; bins drawn from every power of two 16 ... 65,536 (shared-memory privatisation holds at
+    most 8192); key width drawn among those that hold the bins; size log-uniform (keys; round 2 started at
+    1e5)."""
     rng = np.random.default_rng(seed)
     specs = []
     for i in range(count):
