@@ -5,8 +5,8 @@ device time is spent. The rules follow LS-CAT's runner (``src/multi_runtimes.py`
 sound and deviate where they are not; every deviation is listed in docs/predict.md:
 
 * 1-D block shapes are launched x-major ``(n, 1)``; LS-CAT's generated ``main`` launched ``(1, n)``.
-* Buffers hold ``2 * X * Y`` *elements* of their type, filled with values; LS-CAT allocated
-  ``X * Y`` *bytes*, uninitialised.
+* Buffers hold ``2 * X * Y`` (runs 1-2) or ``4 * X * Y + 65536`` (runs 3-) *elements* of their type,
+  filled with values; LS-CAT allocated ``X * Y`` *bytes*, uninitialised.
 * Kernels that never read a ``.y`` index get a 1-D launch covering ``X * Y`` threads with the
   shape's thread count, so every shape does the same work.
 """
@@ -121,9 +121,18 @@ def scalar_value(name: str, x: int, y: int) -> int:
     return {"X": x, "Y": y, "XY": x * y, "2": 2, "1": 1}[size_role(name)]
 
 
-def buffer_elements(x: int, y: int) -> int:
-    """Elements per pointer argument: 2 * X * Y (LS-CAT: X * Y bytes; see the module docstring)."""
-    return 2 * x * y
+#: Buffer sizing rules: "2xy" (runs 1-2: 2*X*Y elements) and "4xy+64k" (runs 3-: 4*X*Y + 65536
+#: elements, so kernels that index 3 or 4 values a thread, or overrun a guard by a block, stay in bounds).
+BUFFER_RULES = ("2xy", "4xy+64k")
+
+
+def buffer_elements(x: int, y: int, rule: str = "2xy") -> int:
+    """Elements per pointer argument under ``rule`` (LS-CAT: X * Y bytes; see the module docstring)."""
+    if rule == "2xy":
+        return 2 * x * y
+    if rule == "4xy+64k":
+        return 4 * x * y + 65536
+    raise CorpusError(f"unknown buffer rule {rule!r}; known: {', '.join(BUFFER_RULES)}")
 
 
 # --- launch geometry ----------------------------------------------------------------------------------
@@ -228,12 +237,12 @@ class Arg:
     elements: int = 0                  # buffers: elements (each of `lanes` lanes)
 
 
-def build_args(params: Sequence[Param], x: int, y: int) -> list[Arg]:
-    """Argument plan for matrix size (x, y) by the documented sizing rule."""
+def build_args(params: Sequence[Param], x: int, y: int, rule: str = "2xy") -> list[Arg]:
+    """Argument plan for matrix size (x, y) by the documented sizing rule (buffer ``rule``)."""
     out = []
     for p in params:
         if p.pointer:
-            out.append(Arg(p, elements=buffer_elements(x, y)))
+            out.append(Arg(p, elements=buffer_elements(x, y, rule)))
         else:
             out.append(Arg(p, value=scalar_value(p.name, x, y)))
     return out
