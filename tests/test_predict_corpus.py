@@ -101,3 +101,17 @@ def test_size_rows_two_sweeps_and_crash():
     a, b, c = corpus.SHAPES[:3]
     rows = harness._size_rows(240, {a: [1.0, 1.1], b: [2.0]}, {a: "ok", b: "crash", c: "launch_error"})
     assert rows == [(240, *a, 1.0, "ok", 1.1), (240, *b, None, "crash", None), (240, *c, None, "launch_error", None)]
+
+
+def test_signatures_are_read_by_backends_signature():
+    # one scanner for both: a CUDA parameter spelt like an OpenCL qualifier keeps its name
+    src = "__global__ void scale(const float *a, float constant, float4 *v, int n) { }"
+    params = corpus.params_from_source(src, "scale")
+    assert [(p.name, p.dtype, p.lanes, p.pointer) for p in params] == [
+        ("a", "float32", 1, True), ("constant", "float32", 1, False), ("v", "float32", 4, True),
+        ("n", "int32", 1, False)]
+    assert corpus.parse_param("const ptrdiff_t", "size").dtype == "int64"
+    with pytest.raises(corpus.CorpusError, match="unsupported"):
+        corpus.parse_param("float4", "by_value")
+    with pytest.raises(corpus.CorpusError, match="unsupported"):
+        corpus.parse_param("const float &", "ref")
