@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from adaptune.predict import harness  # noqa: E402
 
-ROW_FIELDS = ["kernel", "size", "bx", "by", "time_us", "status"]
+ROW_FIELDS = ["kernel", "size", "bx", "by", "time_us", "status", "time2_us"]
 KERNEL_FIELDS = ["kernel", "repo", "function", "two_d", "status", "error", "occ_block", "num_regs",
                  "shared_size_bytes", "local_size_bytes", "const_size_bytes", "max_threads_per_block",
                  "measure_s"]
@@ -36,6 +36,8 @@ KERNEL_FIELDS = ["kernel", "repo", "function", "two_d", "status", "error", "occ_
 def _compile(item: dict, cubin_dir: str) -> tuple[str, str | None, str]:
     from adaptune.predict import nvrtc
     path = os.path.join(cubin_dir, item["id"].replace("/", "_") + ".cubin")
+    if os.path.exists(path):  # compiled by an earlier call on this machine
+        return item["id"], path, ""
     try:
         data = nvrtc.compile_source(item["source"], item["function"], "cubin")
     except nvrtc.NvrtcError as exc:  # compile failures are results
@@ -50,9 +52,10 @@ def _compile(item: dict, cubin_dir: str) -> tuple[str, str | None, str]:
 class Workers:
     """One active measuring process and one warm standby; a dead or hung active one is replaced."""
 
-    def __init__(self, sizes: list[int], budget_s: float, standbys: int = 3) -> None:
+    def __init__(self, sizes: list[int], budget_s: float, standbys: int = 3, rule: str = "2xy",
+                 passes: int = 1) -> None:
         self.ctx = mp.get_context("spawn")
-        self.sizes, self.budget_s = sizes, budget_s
+        self.sizes, self.budget_s, self.rule, self.passes = sizes, budget_s, rule, passes
         self.active = self._start()
         self.standby = [self._start() for _ in range(standbys)]
         self.dead: list = []
@@ -60,7 +63,8 @@ class Workers:
 
     def _start(self) -> tuple:
         parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=harness.worker_main, args=(child, self.sizes, self.budget_s), daemon=True)
+        proc = self.ctx.Process(target=harness.worker_main, args=(child, self.sizes, self.budget_s, self.rule, self.passes),
+                                daemon=True)
         proc.start()
         child.close()
         return proc, parent, False
@@ -117,13 +121,16 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--sizes", default="240,1016,2024")
     ap.add_argument("--deadline-s", type=float, default=420.0, help="stop starting kernels after this long")
-    ap.add_argument("--kernel-timeout-s", type=float, default=4.0)
-    ap.add_argument("--kernel-budget-s", type=float, default=2.5)
+    ap.add_argument("--kernel-timeout-s", type=float, default=3.0)
+    ap.add_argument("--kernel-budget-s", type=float, default=2.0)
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--abort-after", type=int, default=40, help="stop if none of the first N kernels ran ok")
     ap.add_argument("--skip", type=int, default=0, help="skip the first N kernels of the working set")
     ap.add_argument("--exclude", default="", help="file of kernel ids to leave out (measured in an earlier run)")
+    ap.add_argument("--rule", default="4xy+64k", help="buffer sizing rule (corpus.BUFFER_RULES)")
+    ap.add_argument("--passes", type=int, default=2, help="interleaved timing sweeps over the 20 shapes")
+    ap.add_argument("--standbys", type=int, default=6, help="warm measuring workers waiting for a crash")
     a = ap.parse_args()
     t0 = time.time()
     sizes = [int(s) for s in a.sizes.split(",")]
@@ -136,7 +143,6 @@ def main() -> None:
         items = [it for it in items if it["id"] not in seen]
     if a.limit:
         items = items[:a.limit]
-    by_id = {it["id"]: it for it in items}
     cubin_dir = "/tmp/lscat_cubin"
     os.makedirs(cubin_dir, exist_ok=True)
 
@@ -154,38 +160,42 @@ def main() -> None:
                          "two_d": int(bool(item.get("two_d"))), "status": res["status"],
                          "error": res.get("error", "")[:200], "occ_block": res.get("occ_block"),
                          **{k: attrs.get(k) for k in KERNEL_FIELDS[7:12]}, "measure_s": round(secs, 3)})
-        for size, bx, by, t, st in res.get("rows", []):
-            rows_w.writerow([item["id"], size, bx, by, t, st])
+        for size, bx, by, t, st, *t2 in res.get("rows", []):
+            rows_w.writerow([item["id"], size, bx, by, t, st, t2[0] if t2 else None])
         rows_f.flush()
         kern_f.flush()
 
-    workers = Workers(sizes, a.kernel_budget_s)
-    done = 0
+    # Compile everything first (all cores), then close the pool: the measuring worker and the standbys
+    # that replace crashed workers then have the CPU to themselves.
+    workers = Workers(sizes, a.kernel_budget_s, a.standbys, a.rule, a.passes)  # they start meanwhile
+    compiled: dict[str, tuple[str | None, str]] = {}
     with ProcessPoolExecutor(a.jobs) as pool:
-        futs = [pool.submit(_compile, it, cubin_dir) for it in items]
-        for fut in as_completed(futs):
-            if time.time() - t0 > a.deadline_s:
-                print(f"deadline reached after {done} kernels", flush=True)
-                for f in futs:
-                    f.cancel()
-                break
+        for fut in as_completed([pool.submit(_compile, it, cubin_dir) for it in items]):
             kid, path, err = fut.result()
-            item = by_id[kid]
-            if path is None:
-                record(item, {"status": "compile_error", "error": err}, 0.0)
-                continue
-            ts = time.time()
-            res = workers.run(item, path or None, a.kernel_timeout_s)
-            if done < 5 or res["status"] != "ok" and done < 40:
-                print(item["id"], item["function"], res["status"], res.get("error", "")[:120],
-                      res.get("attrs", {}).get("num_regs"), res.get("occ_block"), res.get("rows", [])[:2], flush=True)
-            record(item, res, time.time() - ts)
-            done += 1
-            if done == a.abort_after and not counts.get("ok"):
-                print(f"no kernel measured ok in the first {done}: stopping", flush=True)
-                break
-            if done % 100 == 0:
-                print(f"{time.time() - t0:6.0f}s measured {done}: {counts} restarts={workers.restarts}", flush=True)
+            compiled[kid] = (path, err)
+    print(f"{time.time() - t0:6.0f}s compiled {len(compiled)}: "
+          f"{sum(p is None for p, _ in compiled.values())} NVRTC errors", flush=True)
+    done = 0
+    for item in items:
+        if time.time() - t0 > a.deadline_s:
+            print(f"deadline reached after {done} kernels", flush=True)
+            break
+        path, err = compiled[item["id"]]
+        if path is None:
+            record(item, {"status": "compile_error", "error": err}, 0.0)
+            continue
+        ts = time.time()
+        res = workers.run(item, path or None, a.kernel_timeout_s)
+        if done < 5 or res["status"] != "ok" and done < 20:
+            print(item["id"], item["function"], res["status"], res.get("error", "")[:120],
+                  res.get("attrs", {}).get("num_regs"), res.get("occ_block"), res.get("rows", [])[:2], flush=True)
+        record(item, res, time.time() - ts)
+        done += 1
+        if done == a.abort_after and not counts.get("ok"):
+            print(f"no kernel measured ok in the first {done}: stopping", flush=True)
+            break
+        if done % 200 == 0:
+            print(f"{time.time() - t0:6.0f}s measured {done}: {counts} restarts={workers.restarts}", flush=True)
     workers.close()
     rows_f.close()
     kern_f.close()
@@ -193,6 +203,8 @@ def main() -> None:
         shutil.copyfileobj(src, dst)
     os.remove(out / "rows.csv")
     summary = {"kernels_attempted": sum(counts.values()), "status_counts": counts, "sizes": sizes,
+               "buffer_rule": a.rule, "passes": a.passes, "kernel_timeout_s": a.kernel_timeout_s,
+               "kernel_budget_s": a.kernel_budget_s,
                "restarts": workers.restarts, "wall_s": round(time.time() - t0, 1)}
     try:
         import cupy as cp

@@ -84,3 +84,34 @@ def test_source_and_ptx_features():
     ptx = "\t.reg .f32 %f<4>;\n\tld.global.f32 %f1, [%rd1];\n\tfma.rn.f32 %f3, %f1, %f2, %f1;\n\tbar.sync 0;\n"
     p = features.ptx_features(ptx)
     assert p["ptx_ld_global"] > 0 and p["ptx_fma"] > 0 and p["ptx_bar"] > 0 and p["ptx_st_global"] == 0
+
+
+def test_buffer_rules_and_unknown_rule():
+    assert corpus.buffer_elements(240, 240) == 2 * 240 * 240
+    assert corpus.buffer_elements(240, 240, "4xy+64k") == 4 * 240 * 240 + 65536
+    plan = corpus.build_args(corpus.parse_params(EUCLID_PARAMS), 16, 16, "4xy+64k")
+    assert {a.elements for a in plan if a.param.pointer} == {4 * 256 + 65536}
+    with pytest.raises(corpus.CorpusError, match="unknown buffer rule"):
+        corpus.buffer_elements(8, 8, "huge")
+
+
+def test_size_rows_two_sweeps_and_crash():
+    from adaptune.predict import harness
+
+    a, b, c = corpus.SHAPES[:3]
+    rows = harness._size_rows(240, {a: [1.0, 1.1], b: [2.0]}, {a: "ok", b: "crash", c: "launch_error"})
+    assert rows == [(240, *a, 1.0, "ok", 1.1), (240, *b, None, "crash", None), (240, *c, None, "launch_error", None)]
+
+
+def test_signatures_are_read_by_backends_signature():
+    # one scanner for both: a CUDA parameter spelt like an OpenCL qualifier keeps its name
+    src = "__global__ void scale(const float *a, float constant, float4 *v, int n) { }"
+    params = corpus.params_from_source(src, "scale")
+    assert [(p.name, p.dtype, p.lanes, p.pointer) for p in params] == [
+        ("a", "float32", 1, True), ("constant", "float32", 1, False), ("v", "float32", 4, True),
+        ("n", "int32", 1, False)]
+    assert corpus.parse_param("const ptrdiff_t", "size").dtype == "int64"
+    with pytest.raises(corpus.CorpusError, match="unsupported"):
+        corpus.parse_param("float4", "by_value")
+    with pytest.raises(corpus.CorpusError, match="unsupported"):
+        corpus.parse_param("const float &", "ref")

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from adaptune.predict import SHAPES, CorpusError, first_config, launch_config, with_predicted_default
@@ -43,3 +44,15 @@ def test_launch_config_predicts_an_ls_cat_shape_from_source():
 def test_launch_config_without_data_names_the_missing_file(tmp_path):
     with pytest.raises(PredictDataError, match="features.csv.gz"):
         launch_config(VECTOR_ADD, "vector_add", data_dir=tmp_path, use_ptx=False)
+
+
+def test_launch_prior_ranks_a_space_for_warm():
+    from adaptune.predict import launch_prior
+    from adaptune.search.base import make_strategy
+
+    space = Space({"block_size_x": [32, 64, 128, 256, 512, 1024], "tile_size_x": [1, 2, 4, 8]})
+    prior = launch_prior(space, VECTOR_ADD, "vector_add", size=1000, use_ptx=False)
+    assert prior.shape == (len(space),) and np.isfinite(prior).all()
+    first = make_strategy("warm", space, seed=0, prior=prior).ask()
+    assert first == int(np.argmin(prior))
+    assert space.config(first)["tile_size_x"] in (2, 4)  # the work rule: the middle of 1..8

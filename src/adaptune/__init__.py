@@ -48,6 +48,7 @@ _LAZY: dict[str, str] = {
     "cached_proxies": "adaptune.kernels.proxies",
     # launch-configuration prediction (LS-CAT, seed 004)
     "launch_config": "adaptune.predict",
+    "launch_prior": "adaptune.predict",
     # lang: lazy NumPy arrays compiled into fused kernels (entry point: import adaptune.numpy as anp)
     "LazyArray": "adaptune.lang", "FlushStats": "adaptune.lang", "FallbackWarning": "adaptune.lang",
     # nested data-parallel operators (adaptune.lang.ndp)

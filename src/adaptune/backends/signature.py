@@ -24,6 +24,7 @@ _BASE_TYPES: dict[str, str] = {
     "int": "int32", "signed int": "int32", "signed": "int32", "unsigned int": "uint32", "unsigned": "uint32",
     "uint": "uint32", "long": "int64", "signed long": "int64", "unsigned long": "uint64", "ulong": "uint64",
     "long long": "int64", "unsigned long long": "uint64", "long int": "int64", "unsigned long int": "uint64",
+    "long long int": "int64", "unsigned long long int": "uint64", "std::size_t": "uint64",
     "size_t": "uint64", "ptrdiff_t": "int64", "bool": "bool",
     "int8_t": "int8", "uint8_t": "uint8", "int16_t": "int16", "uint16_t": "uint16",
     "int32_t": "int32", "uint32_t": "uint32", "int64_t": "int64", "uint64_t": "uint64",
@@ -34,6 +35,9 @@ _QUALIFIERS = {
     "__constant", "constant", "__private", "private", "__read_only", "read_only", "__write_only", "write_only",
     "GLOBAL", "LOCAL", "RESTRICT", "CONSTANT", "__grid_constant__", "struct",
 }
+#: qualifiers that are keywords in both languages (OpenCL's address spaces are plain identifiers in CUDA)
+_NEVER_NAMES = {"const", "volatile", "restrict", "__restrict__", "__restrict", "struct", "__global", "__local",
+                "__constant", "__private", "__read_only", "__write_only", "__grid_constant__"}
 _KERNEL_MARK = r"(?:__kernel|\bkernel|__global__|\bKERNEL)\b"
 
 
@@ -47,6 +51,9 @@ class KernelParam:
     type_text: str          # the declared base type as written, qualifiers removed
     pointer: bool
     dtype: np.dtype | None  # None when the type could not be resolved (left unchecked)
+    lanes: int = 1          # components of a vector type (float4 -> 4), 1 for scalars
+    depth: int = 0          # levels of indirection: '*' and '[]' (float ** -> 2)
+    reference: bool = False  # declared with '&' (C++ reference)
 
 
 def _strip_comments(source: str) -> str:
@@ -114,15 +121,38 @@ def _split_top_level(text: str) -> list[str]:
     return [p.strip() for p in parts if p.strip() and p.strip() != "void"]
 
 
+def _lanes(type_text: str, aliases: Mapping[str, str]) -> int:
+    """Components of a vector type, following aliases; 1 for anything else."""
+    for _ in range(8):
+        vector = _VECTOR.match(type_text)
+        if vector:
+            return int(vector.group(2))
+        if type_text not in aliases:
+            return 1
+        type_text = " ".join(w for w in aliases[type_text].split() if w not in _QUALIFIERS)
+    return 1
+
+
 def _parse_param(text: str, aliases: Mapping[str, str]) -> KernelParam:
     pointer = "*" in text or "[" in text or "&" in text
+    depth = text.count("*") + text.count("[")
+    reference = "&" in text
     text = re.sub(r"\[[^\]]*\]", " ", text).replace("*", " ").replace("&", " ")
     text = re.sub(r"__attribute__\s*\(\(.*?\)\)", " ", text)
-    words = [w for w in text.split() if w not in _QUALIFIERS]
-    name = words[-1] if len(words) > 1 else ""
-    type_words = words[:-1] if len(words) > 1 else words
+    words = text.split()
+    # the last word names the parameter even when it is spelt like a qualifier ("float constant" in CUDA)
+    named = len(words) > 1 and words[-1] not in _NEVER_NAMES and any(w not in _QUALIFIERS for w in words[:-1])
+    name = words[-1] if named else ""
+    type_words = [w for w in (words[:-1] if named else words) if w not in _QUALIFIERS]
     type_text = " ".join(type_words)
-    return KernelParam(name, type_text, pointer, _resolve(type_text, aliases))
+    return KernelParam(name, type_text, pointer, _resolve(type_text, aliases), _lanes(type_text, aliases), depth,
+                       reference)
+
+
+def parse_parameter(text: str, aliases: Mapping[str, str] | None = None) -> KernelParam:
+    """One parameter declaration (``"const float4 *v"``) as a :class:`KernelParam`; ``aliases`` maps
+    typedef names to their types. Shared with adaptune.predict.corpus (LS-CAT's parameter lists)."""
+    return _parse_param(text, aliases or {})
 
 
 def kernel_parameters(source: str, name: str, defines: Mapping[str, Any] | None = None) -> list[KernelParam] | None:

@@ -5,8 +5,8 @@ device time is spent. The rules follow LS-CAT's runner (``src/multi_runtimes.py`
 sound and deviate where they are not; every deviation is listed in docs/predict.md:
 
 * 1-D block shapes are launched x-major ``(n, 1)``; LS-CAT's generated ``main`` launched ``(1, n)``.
-* Buffers hold ``2 * X * Y`` *elements* of their type, filled with values; LS-CAT allocated
-  ``X * Y`` *bytes*, uninitialised.
+* Buffers hold ``2 * X * Y`` (runs 1-2) or ``4 * X * Y + 65536`` (runs 3-) *elements* of their type,
+  filled with values; LS-CAT allocated ``X * Y`` *bytes*, uninitialised.
 * Kernels that never read a ``.y`` index get a 1-D launch covering ``X * Y`` threads with the
   shape's thread count, so every shape does the same work.
 """
@@ -19,6 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from adaptune.backends import signature
+
 #: LS-CAT's 20 thread-block shapes: 4 two-dimensional, then 16 one-dimensional (64..1024), x-major.
 SHAPES: tuple[tuple[int, int], ...] = (
     (8, 8), (16, 16), (24, 24), (32, 32),
@@ -29,27 +31,6 @@ LSCAT_SIZES: tuple[int, ...] = (240, 496, 784, 1016, 1232, 1680, 2024)
 #: Index of the "always 1024" shape (1024, 1) in SHAPES.
 SHAPE_1024 = SHAPES.index((1024, 1))
 
-# element type -> (numpy dtype of one scalar lane, lanes); vector types only as pointees
-_SCALARS: dict[str, str] = {
-    "float": "float32", "double": "float64",
-    "int": "int32", "signed": "int32", "signed int": "int32", "int32_t": "int32",
-    "unsigned": "uint32", "unsigned int": "uint32", "uint": "uint32", "uint32_t": "uint32",
-    "long": "int64", "long int": "int64", "long long": "int64", "long long int": "int64", "int64_t": "int64",
-    "unsigned long": "uint64", "unsigned long int": "uint64", "unsigned long long": "uint64",
-    "unsigned long long int": "uint64", "uint64_t": "uint64", "size_t": "uint64", "std::size_t": "uint64",
-    "ulong": "uint64",
-    "short": "int16", "int16_t": "int16", "unsigned short": "uint16", "ushort": "uint16", "uint16_t": "uint16",
-    "char": "int8", "signed char": "int8", "int8_t": "int8",
-    "unsigned char": "uint8", "uchar": "uint8", "uint8_t": "uint8", "bool": "bool",
-}
-_VECTORS: dict[str, tuple[str, int]] = {}
-for _base, _dt in (("float", "float32"), ("double", "float64"), ("int", "int32"), ("uint", "uint32"),
-                   ("short", "int16"), ("ushort", "uint16"), ("char", "int8"), ("uchar", "uint8"),
-                   ("long", "int64"), ("ulong", "uint64")):
-    for _k in (2, 3, 4):
-        _VECTORS[f"{_base}{_k}"] = (_dt, _k)
-
-_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|struct)\b")
 _DIM_Y = re.compile(r"\b(threadIdx|blockIdx|blockDim)\s*\.\s*y\b")
 
 
@@ -68,24 +49,26 @@ class Param:
     pointer: bool
 
 
+def _from_signature(kp: signature.KernelParam, ctype: str) -> Param:
+    """A corpus Param from backends.signature's reading of a declaration; CorpusError where the harness
+    cannot build the argument (references, pointers to pointers, unknown or by-value vector types)."""
+    if kp.reference or "<" in kp.type_text:
+        raise CorpusError(f"unsupported parameter type {ctype!r} {kp.name!r}")
+    if not kp.name.isidentifier():
+        raise CorpusError(f"parameter name {kp.name!r} is not an identifier")
+    if kp.depth > 1:
+        raise CorpusError(f"pointer-to-pointer parameter {ctype!r} {kp.name!r}")
+    if kp.dtype is None or kp.lanes > 4 or (kp.lanes > 1 and not kp.pointer):
+        raise CorpusError(f"unsupported parameter type {ctype!r} {kp.name!r}")
+    return Param(ctype, kp.name, kp.dtype.name, kp.lanes, kp.pointer)
+
+
 def parse_param(ctype: str, name: str) -> Param:
-    """Classify one ``(type, name)`` pair from LS-CAT's kernel list; CorpusError if unsupported."""
-    text = _QUALIFIERS.sub(" ", ctype)
-    stars = text.count("*") + name.count("*")
-    if "&" in text or "[" in name or "<" in text:
+    """Classify one ``(type, name)`` pair from LS-CAT's kernel list; CorpusError if unsupported.
+    The declaration is read by :func:`adaptune.backends.signature.parse_parameter`."""
+    if "[" in name or "&" in ctype:
         raise CorpusError(f"unsupported parameter type {ctype!r} {name!r}")
-    base = " ".join(text.replace("*", " ").split())
-    name = name.replace("*", "").strip()
-    if not name.isidentifier():
-        raise CorpusError(f"parameter name {name!r} is not an identifier")
-    if stars > 1:
-        raise CorpusError(f"pointer-to-pointer parameter {ctype!r} {name!r}")
-    if stars == 1 and base in _VECTORS:
-        dt, lanes = _VECTORS[base]
-        return Param(ctype, name, dt, lanes, True)
-    if base not in _SCALARS:
-        raise CorpusError(f"unsupported parameter type {ctype!r} {name!r}")
-    return Param(ctype, name, _SCALARS[base], 1, stars == 1)
+    return _from_signature(signature.parse_parameter(f"{ctype} {name}"), ctype)
 
 
 def parse_params(variables: str | Sequence[tuple[str, str]]) -> list[Param]:
@@ -121,9 +104,18 @@ def scalar_value(name: str, x: int, y: int) -> int:
     return {"X": x, "Y": y, "XY": x * y, "2": 2, "1": 1}[size_role(name)]
 
 
-def buffer_elements(x: int, y: int) -> int:
-    """Elements per pointer argument: 2 * X * Y (LS-CAT: X * Y bytes; see the module docstring)."""
-    return 2 * x * y
+#: Buffer sizing rules: "2xy" (runs 1-2: 2*X*Y elements) and "4xy+64k" (runs 3-: 4*X*Y + 65536
+#: elements, so kernels that index 3 or 4 values a thread, or overrun a guard by a block, stay in bounds).
+BUFFER_RULES = ("2xy", "4xy+64k")
+
+
+def buffer_elements(x: int, y: int, rule: str = "2xy") -> int:
+    """Elements per pointer argument under ``rule`` (LS-CAT: X * Y bytes; see the module docstring)."""
+    if rule == "2xy":
+        return 2 * x * y
+    if rule == "4xy+64k":
+        return 4 * x * y + 65536
+    raise CorpusError(f"unknown buffer rule {rule!r}; known: {', '.join(BUFFER_RULES)}")
 
 
 # --- launch geometry ----------------------------------------------------------------------------------
@@ -228,12 +220,12 @@ class Arg:
     elements: int = 0                  # buffers: elements (each of `lanes` lanes)
 
 
-def build_args(params: Sequence[Param], x: int, y: int) -> list[Arg]:
-    """Argument plan for matrix size (x, y) by the documented sizing rule."""
+def build_args(params: Sequence[Param], x: int, y: int, rule: str = "2xy") -> list[Arg]:
+    """Argument plan for matrix size (x, y) by the documented sizing rule (buffer ``rule``)."""
     out = []
     for p in params:
         if p.pointer:
-            out.append(Arg(p, elements=buffer_elements(x, y)))
+            out.append(Arg(p, elements=buffer_elements(x, y, rule)))
         else:
             out.append(Arg(p, value=scalar_value(p.name, x, y)))
     return out
@@ -244,21 +236,10 @@ def kernel_row(row: Mapping[str, str]) -> str:
     return f"{row['Repo']}/{row['underdirectory']}"
 
 
-_SIGNATURE = r"__global__\s+(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?{name}\s*\(([^)]*)\)"
-
-
 def params_from_source(source: str, name: str) -> list[Param]:
-    """Parameters of ``__global__ void name(...)`` read from CUDA text (types LS-CAT supports only)."""
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
-    m = re.search(_SIGNATURE.format(name=re.escape(name)), text.replace("\n", " "))
-    if m is None:
+    """Parameters of ``__global__ void name(...)`` read from CUDA text by
+    :func:`adaptune.backends.signature.kernel_parameters` (types LS-CAT supports only)."""
+    found = signature.kernel_parameters(source, name)
+    if found is None:
         raise CorpusError(f"no __global__ void {name}(...) in the source")
-    out = []
-    for part in (p.strip() for p in m.group(1).split(",")):
-        if not part or part == "void":
-            continue
-        words = re.match(r"(.*?)([A-Za-z_]\w*)\s*$", part)
-        if words is None:
-            raise CorpusError(f"cannot read parameter {part!r}")
-        out.append(parse_param(words.group(1).strip(), words.group(2)))
-    return out
+    return [_from_signature(kp, kp.type_text + " *" * kp.depth) for kp in found]

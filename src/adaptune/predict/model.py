@@ -34,6 +34,7 @@ class Samples:
     perf: np.ndarray        # (n, 20) min/time
     n_rows: int             # ok rows in the table (all samples, complete or not)
     n_incomplete: int       # samples dropped because some shape failed or was skipped
+    times2: np.ndarray | None = None  # (n, 20) second interleaved sweep (NaN where not measured twice)
 
 
 def load_rows(path: str | Path) -> Iterable[dict[str, str]]:
@@ -48,19 +49,24 @@ def build_samples(rows: Iterable[dict[str, str]], min_time_us: float = 0.0,
     """Group ok rows into (kernel, size) samples; keep those where all 20 shapes have a time
     (and, with ``kernels``, only those kernels)."""
     table: dict[tuple[str, int], np.ndarray] = {}
+    table2: dict[tuple[str, int], np.ndarray] = {}
     n_ok = 0
     for r in rows:
         if kernels is not None and r["kernel"] not in kernels:
             continue
         key = (r["kernel"], int(r["size"]))
         t = table.setdefault(key, np.full(len(SHAPES), np.nan))
+        t2 = table2.setdefault(key, np.full(len(SHAPES), np.nan))
         if r["status"] == "ok" and r["time_us"] not in ("", "None"):
             t[SHAPE_INDEX[(int(r["bx"]), int(r["by"]))]] = float(r["time_us"])
             n_ok += 1
+            if r.get("time2_us") not in (None, "", "None"):
+                t2[SHAPE_INDEX[(int(r["bx"]), int(r["by"]))]] = float(r["time2_us"])
     keys = sorted(k for k, t in table.items() if np.isfinite(t).all() and np.nanmin(t) > min_time_us)
     times = np.array([table[k] for k in keys]).reshape(-1, len(SHAPES))
+    times2 = np.array([table2[k] for k in keys]).reshape(-1, len(SHAPES))
     return Samples(np.array([k[0] for k in keys]), np.array([k[1] for k in keys]), times,
-                   metric.relative_performance(times), n_ok, len(table) - len(keys))
+                   metric.relative_performance(times), n_ok, len(table) - len(keys), times2)
 
 
 def feature_matrix(samples: Samples, kernel_features: dict[str, dict[str, float]], names: Sequence[str]
@@ -88,8 +94,10 @@ def make_model(kind: str = "forest", seed: int = 0):
 
 
 def grouped_cv(x: np.ndarray, perf: np.ndarray, groups: np.ndarray, seed: int, kind: str = "forest",
-               folds: int = 5, extra_choices: dict[str, np.ndarray] | None = None) -> dict[str, float]:
-    """Out-of-fold scores of the model and the fold-trained baselines (most common best shape)."""
+               folds: int = 5, extra_choices: dict[str, np.ndarray] | None = None,
+               score_on: dict[str, np.ndarray] | None = None) -> dict[str, float]:
+    """Out-of-fold scores of the model and the fold-trained baselines (most common best shape);
+    ``score_on`` scores the same out-of-fold choices on other perf arrays (e.g. a second sweep)."""
     from sklearn.model_selection import GroupKFold
 
     choice = np.zeros(len(perf), dtype=int)
@@ -100,6 +108,8 @@ def grouped_cv(x: np.ndarray, perf: np.ndarray, groups: np.ndarray, seed: int, k
         common[test] = metric.most_common_best(perf[train])
     out = {"score_model": metric.score(perf, choice), "geomean_model": metric.geomean_ratio(perf, choice),
            "score_most_common": metric.score(perf, common)}
+    for name, other in (score_on or {}).items():  # the same choices scored on other measurements
+        out[f"score_model_on_{name}"] = metric.score(other, choice)
     for name, ch in (extra_choices or {}).items():
         out[f"score_{name}"] = metric.score(perf, ch)
     return out

@@ -67,14 +67,10 @@ def _size_from_args(args: Sequence[Any] | None) -> int:
     return int(min(max(math.sqrt(n), corpus.LSCAT_SIZES[0]), corpus.LSCAT_SIZES[-1])) if n else 1016
 
 
-def launch_config(source: str, name: str, args: Sequence[Any] | None = None, *, size: int | None = None,
-                  data_dir: str | Path | None = None, use_ptx: bool | None = None) -> tuple[int, int]:
-    """Predicted thread-block shape ``(bx, by)`` for kernel ``name`` in CUDA ``source``.
-
-    ``args`` (arrays with ``.size``) or ``size`` give the problem scale; kernels that never read a
-    ``.y`` index get a 1-D shape ``(threads, 1)``. ``use_ptx`` None: use PTX features when NVRTC
-    compiles the source here.
-    """
+def shape_scores(source: str, name: str, args: Sequence[Any] | None = None, *, size: int | None = None,
+                 data_dir: str | Path | None = None, use_ptx: bool | None = None) -> np.ndarray:
+    """The forest's predicted relative performance (min/time, 1 = best) of each of LS-CAT's 20 shapes
+    (``corpus.SHAPES`` order) for kernel ``name`` in CUDA ``source``: the model's ranking of the shapes."""
     if use_ptx is None:
         try:
             feats = kernel_features(source, name, True)
@@ -85,7 +81,19 @@ def launch_config(source: str, name: str, args: Sequence[Any] | None = None, *, 
         feats = kernel_features(source, name, use_ptx)
     forest, names = _trained(str(data_dir or DATA_DIR), bool(use_ptx))
     x = np.array([[*(feats.get(n, 0.0) for n in names), math.log2(size or _size_from_args(args))]])
-    bx, by = corpus.SHAPES[int(np.argmax(forest.predict(x)[0]))]
+    return np.asarray(forest.predict(x)[0], dtype=float)
+
+
+def launch_config(source: str, name: str, args: Sequence[Any] | None = None, *, size: int | None = None,
+                  data_dir: str | Path | None = None, use_ptx: bool | None = None) -> tuple[int, int]:
+    """Predicted thread-block shape ``(bx, by)`` for kernel ``name`` in CUDA ``source``.
+
+    ``args`` (arrays with ``.size``) or ``size`` give the problem scale; kernels that never read a
+    ``.y`` index get a 1-D shape ``(threads, 1)``. ``use_ptx`` None: use PTX features when NVRTC
+    compiles the source here.
+    """
+    perf = shape_scores(source, name, args, size=size, data_dir=data_dir, use_ptx=use_ptx)
+    bx, by = corpus.SHAPES[int(np.argmax(perf))]
     return (bx, by) if corpus.is_2d(source) else (bx * by, 1)
 
 
