@@ -521,12 +521,15 @@ def _accumulate(ctx: Ctx, nodes: list[Reduce], rs: ReduceShape, o: str, r: str, 
     ctx.pop()
 
 
-def _tree(ctx: Ctx, nodes: list[Reduce], lanes: str, lane: str, base: str) -> None:
-    """Compact tree in shared memory over ``lanes`` consecutive slots starting at ``base`` (uniform barriers)."""
+def _tree(ctx: Ctx, nodes: list[Reduce], lanes: str, lane: str, base: str, spacing: str = "") -> None:
+    """Compact tree in shared memory over ``lanes`` slots starting at ``base`` (uniform barriers): consecutive
+    slots, or with ``spacing`` the slots ``base + lane * spacing`` (``column``: one tree per output)."""
+    slot = f"{base} + {lane} * {spacing}" if spacing else f"{base} + {lane}"
+    step = f"s * {spacing}" if spacing else "s"
     ctx.emit(f"for (u32 s = {lanes} / 2; s > 0; s >>= 1) {{")
     ctx.emit(f"    if ({lane} < s) {{")
     for k, node in enumerate(nodes):
-        a, b = f"sm{k}[{base} + {lane}]", f"sm{k}[{base} + {lane} + s]"
+        a, b = f"sm{k}[{slot}]", f"sm{k}[{slot} + {step}]"
         ctx.emit(f"        {a} = {ops.combine(node.op, a, b, node.dtype)};")
     ctx.emit("    }")
     ctx.emit("    BARRIER();")
@@ -580,14 +583,8 @@ def reduction(nodes: Reduce | list[Reduce], external: set[int], variant: str, bl
         for k in range(len(nodes)):
             ctx.emit(f"sm{k}[lid] = acc{k};")
         ctx.emit("BARRIER();")
-        ctx.emit(f"for (u32 s = {rows} / 2; s > 0; s >>= 1) {{")  # rows is a power of two: n_out divides block
-        ctx.emit(f"    if (lid / {rs.n_out} < s) {{")
-        for k, node in enumerate(nodes):
-            a, b = f"sm{k}[lid]", f"sm{k}[lid + s * {rs.n_out}]"
-            ctx.emit(f"        {a} = {ops.combine(node.op, a, b, node.dtype)};")
-        ctx.emit("    }")
-        ctx.emit("    BARRIER();")
-        ctx.emit("}")
+        # one tree per output over its rows (rows is a power of two: n_out divides the work-group)
+        _tree(ctx, nodes, str(rows), f"(lid / {rs.n_out})", "o", str(rs.n_out))
         ctx.emit(f"if (lid < {rs.n_out}) {{")
         for k in range(len(nodes)):
             ctx.emit(f"    out{k}[o * {parts} + ({i})GROUP_ID()] = sm{k}[lid];")
