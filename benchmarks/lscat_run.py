@@ -50,7 +50,8 @@ def _compile(item: dict, cubin_dir: str) -> tuple[str, str | None, str]:
 
 
 class Workers:
-    """One active measuring process and one warm standby; a dead or hung active one is replaced."""
+    """One active measuring process and standbys (imported, no CUDA context); a dead or hung active one is
+    replaced by a standby, which creates its context and warms up only then, when nothing else is timed."""
 
     def __init__(self, sizes: list[int], budget_s: float, standbys: int = 3, rule: str = "2xy",
                  passes: int = 1) -> None:
@@ -70,12 +71,17 @@ class Workers:
         return proc, parent, False
 
     def _ready(self, w: tuple, timeout: float) -> tuple:
+        """Make ``w`` the measuring worker: started (imports, on the CPU) and then warmed up on the GPU, which
+        a standby never does while another worker is timing."""
         proc, conn, ready = w
         if not ready:
-            if not conn.poll(timeout):
-                raise RuntimeError("worker did not start")
-            tag, _ = conn.recv()
-            assert tag == "ready"
+            for want in ("ready", "warm"):
+                if not conn.poll(timeout):
+                    raise RuntimeError(f"worker did not become {want}")
+                tag, _ = conn.recv()
+                assert tag == want, tag
+                if want == "ready":
+                    conn.send("warm")
         return proc, conn, True
 
     def _replace(self) -> None:
