@@ -46,7 +46,7 @@ class _WorkerDiesOnce(LocalExecutor):
 
 def test_configurations_asked_ahead_for_a_dead_worker_are_not_lost(tmp_path):
     # worker 0 had configurations asked ahead (brute force prefetches 4) when it died; the other worker must
-    # measure them, and the run must not end while they wait for the dead one (10 of 16 were evaluated before)
+    # measure them, and the run must not end while they wait for the dead one (before the fix: 12 of 16)
     problem = Problem("quick", CallableSpec(_quick), Space({"x": list(range(16))}), input_name="default")
     executor = _WorkerDiesOnce(away_s=30.0)  # longer than the whole run: only worker 1 can finish the work
     db = tmp_path / "t.db"
