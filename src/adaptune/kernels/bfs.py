@@ -133,7 +133,7 @@ def _sweep(g: DeviceGraph, source: int, name: str, defines: dict[str, Any], edge
 
 
 def topdown_thread(g: DeviceGraph, source: int) -> Any:
-    return _sweep(g, source, "bfs_topdown_vertex", {})
+    return _sweep(g, source, "bfs_topdown_group", {"VEC": 1})
 
 
 def topdown_warp(g: DeviceGraph, source: int) -> Any:
@@ -145,7 +145,7 @@ def edge_parallel(g: DeviceGraph, source: int) -> Any:
 
 
 def topdown_batched(g: DeviceGraph, source: int) -> Any:
-    return _sweep(g, source, "bfs_topdown_vertex", {}, batch=BATCH)
+    return _sweep(g, source, "bfs_topdown_group", {"VEC": 1}, batch=BATCH)
 
 
 def edge_batched(g: DeviceGraph, source: int) -> Any:

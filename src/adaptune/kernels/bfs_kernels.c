@@ -32,27 +32,8 @@ KERNEL bfs_init(GLOBAL u32 *RESTRICT level, GLOBAL u32 *RESTRICT visited, const 
     if (GROUP_ID() == 0 && LID() == 0) queue[0] = source;
 }
 
-/* Top-down, a thread a vertex (every vertex checked each level; no queue). */
-KERNEL bfs_topdown_vertex(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRICT indices,
-                          GLOBAL u32 *RESTRICT level, const u32 n, const u32 cur, GLOBAL u32 *RESTRICT counts) {
-    SHARED u32 scratch[BLOCK];
-    u32 found = 0;
-    const u32 stride = NUM_GROUPS() * BLOCK;
-    const u32 rounds = (n + stride - 1u) / stride;
-    for (u32 r = 0; r < rounds; ++r) {
-        const u32 v = r * stride + GROUP_ID() * BLOCK + LID();
-        if (v < n && level[v] == cur) {
-            const i32 end = indptr[v + 1];
-            for (i32 k = indptr[v]; k < end; ++k) {
-                const u32 w = (u32)indices[k];
-                if (level[w] == UNVISITED) { level[w] = cur + 1u; ++found; }
-            }
-        }
-    }
-    add_block_count(scratch, found, counts, cur + 1u);
-}
-
-/* Top-down, VEC threads a vertex (coalesced neighbour reads for high degrees). */
+/* Top-down, VEC threads a vertex (coalesced neighbour reads for high degrees; VEC = 1: a thread a vertex,
+ * every vertex checked each level, no queue). */
 KERNEL bfs_topdown_group(const GLOBAL i32 *RESTRICT indptr, const GLOBAL i32 *RESTRICT indices,
                          GLOBAL u32 *RESTRICT level, const u32 n, const u32 cur, GLOBAL u32 *RESTRICT counts) {
     SHARED u32 scratch[BLOCK];

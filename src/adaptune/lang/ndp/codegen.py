@@ -372,6 +372,19 @@ def _flat_loop(k: Kernel, sequential: bool, n: str) -> str:
     return i
 
 
+def _fold(k: Kernel, stage: Stage, sequential: bool, n: str, start: str, combine: Callable) -> None:
+    """``acc`` = ``start`` combined with the stage's element at every index of a flat loop (the loop is
+    closed; the block ``_flat_loop`` opened around it is left open for what follows)."""
+    t = stage.out.dtype
+    k.line(f"{C_TYPES[t]} acc = {start};")
+    i = _flat_loop(k, sequential, n)
+    k.push()
+    v = k.emit(stage.expr, i)
+    k.line(f"acc = {combine('acc', cast(v, t))};")
+    k.pop()
+    k.line("}")
+
+
 def _flat_grid(stage_len: Arg, block: int, grain: int) -> Callable[[Callable[[Arg], int]], int]:
     return lambda resolve: min(MAX_GRID, _ceil(resolve(stage_len), block * grain))
 
@@ -431,13 +444,7 @@ def _reduce(stage: Stage, schedule, policy, name) -> StageCode:
         k = Kernel(name)
         n = k.length(stage.length)
         out = _out(k, stage.out)
-        k.line(f"{ct} acc = {ident};")
-        i = _flat_loop(k, True, n)
-        k.push()
-        v = k.emit(stage.expr, i)
-        k.line(f"acc = {combine('acc', cast(v, t))};")
-        k.pop()
-        k.line("}")
+        _fold(k, stage, True, n, ident, combine)
         k.line(f"{out}[0] = {fin('acc')};")
         k.line("}")
         return StageCode(k.text(), [LaunchSpec(name, k.args(), lambda r: 1, 1)])
@@ -446,13 +453,7 @@ def _reduce(stage: Stage, schedule, policy, name) -> StageCode:
     k1 = Kernel(name + "_p1")
     n = k1.length(stage.length)
     p = k1.param(part, f"GLOBAL {ct} *RESTRICT {part}", Arg("scratch", part))
-    k1.line(f"{ct} acc = {ident};")
-    i = _flat_loop(k1, False, n)
-    k1.push()
-    v = k1.emit(stage.expr, i)
-    k1.line(f"acc = {combine('acc', cast(v, t))};")
-    k1.pop()
-    k1.line("}")
+    _fold(k1, stage, False, n, ident, combine)
     k1.line("}")
     res = group_reduce(k1, "acc", t, combine, ident, block, block, algo)
     k1.line(f"if (LID() == 0) {p}[GROUP_ID()] = {res};")
