@@ -73,3 +73,51 @@ def _extra(args: tuple[Any, ...]) -> dict[str, Any]:
         raise TypeError("KeptDispatch needs a first argument with an `extra` dict (DeviceMatrix, DeviceGraph, "
                         f"DeviceKeys), got {type(args[0]).__name__ if args else 'no arguments'}")
     return extra
+
+
+class DistilledDispatch:
+    """First-call dispatch with no device work: a distilled tree over the host metadata the object carries
+    (``adaptune.kernels.distilled``), compiled into closures; the constraint of a chosen variant is checked
+    and refused choices fall back to ``default``. Nothing is kept with the object, so every call costs the
+    same (a few getter calls and comparisons); it suits a first call on a new object, where ``KeptDispatch``
+    would compute device features."""
+
+    def __init__(self, benchmark: str, tree: dict[str, Any], variants: dict[str, Callable[..., Any]],
+                 default: str, checks: dict[str, Callable[..., bool]] | None = None) -> None:
+        from adaptune.kernels import distilled
+
+        unknown = sorted({v for v in distilled.leaf_names(tree) if v not in variants} | (
+            set() if default in variants else {default}))
+        if unknown:
+            raise ValueError(f"the tree or default names variants not given: {', '.join(unknown)}")
+        self.benchmark, self.tree, self.default = benchmark, tree, default
+        self.variants = dict(variants)
+        self.checks = {k: v for k, v in (checks if checks is not None else default_checks(benchmark)).items()
+                       if k in self.variants}
+        self.select = distilled.compile_tree(tree, distilled.GETTERS[benchmark], self.checks, default)
+        # the launcher of the chosen variant (call it with the same arguments): leaves hold the launchers
+        self.bind = distilled.compile_tree(_map_leaves(tree, self.variants), distilled.GETTERS[benchmark],
+                                           self.checks, self.variants[default])
+
+    def __call__(self, *args: Any) -> Any:
+        return self.bind(*args)(*args)
+
+
+def _map_leaves(tree: dict[str, Any], variants: dict[str, Callable[..., Any]]) -> dict[str, Any]:
+    if "leaf" in tree:
+        return {"leaf": variants[tree["leaf"]], "name": tree["leaf"]}
+    return {**tree, "low": _map_leaves(tree["low"], variants), "high": _map_leaves(tree["high"], variants)}
+
+
+def default_checks(benchmark: str) -> dict[str, Callable[..., bool]]:
+    """The kernels' own constraint checks (``spmv.available``, ``histogram.available``) per variant."""
+    if benchmark == "spmv":
+        from adaptune.kernels import spmv
+
+        return {v: (lambda m, *_, _v=v: spmv.available(m, _v)) for v in ("ell", "dia", "cusparse", "torch_csr",
+                                                                          *spmv.CUSPARSE_ALGS)}
+    if benchmark == "histogram":
+        from adaptune.kernels import histogram
+
+        return {v: (lambda d, *_, _v=v: histogram.available(d, _v)) for v, (algo, _) in histogram.ALGORITHMS.items() if algo == 2}
+    return {}
