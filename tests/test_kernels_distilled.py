@@ -4,6 +4,7 @@ tree's reference walk, and DistilledDispatch on real kernels on PoCL against Num
 fall-back included."""
 
 import json
+import types
 
 import numpy as np
 import pytest
@@ -11,7 +12,7 @@ import scipy.sparse as sp
 
 from adaptune.kernels import bfs, distilled, histogram, inputs, sort, spmv
 from adaptune.kernels.device import OpenCLDevice
-from adaptune.kernels.dispatch import DistilledDispatch
+from adaptune.kernels.dispatch import DistilledDispatch, default_checks
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +45,14 @@ def test_compiled_selector_equals_the_reference_walk():
     names = ["p", "q", "r", "s"]
     tree = distilled.fit_tree(x, runtime, names, max_depth=5, min_leaf=1)
     assert distilled.tree_depth(tree) >= 2
-    getters = [lambda a, _i=i: a[_i] for i in range(3)]
-    select = distilled.compile_tree(tree, getters)
+    sources = (1, (("attr", "f0"), ("ratio", "f1", "one"), ("attr", "f2")))
+    select = distilled.compile_tree(tree, sources)
     rows = rng.random((500, 3)) * [1e6, 50, 1]
-    assert all(select(*row) == distilled.predict(tree, row) for row in rows)
+    objs = [types.SimpleNamespace(f0=r[0], f1=r[1], one=1.0, f2=r[2]) for r in rows]
+    assert all(select(None, o) == distilled.predict(tree, row) for o, row in zip(objs, rows, strict=True))
     # a refused leaf falls back to the default
-    refuse = distilled.compile_tree(tree, getters, {v: (lambda *a: False) for v in names}, "s")
-    assert {refuse(*row) for row in rows} == {"s"}
+    refuse = distilled.compile_tree(tree, sources, {v: (lambda o: False) for v in names}, "s")
+    assert {refuse(None, o) for o in objs} == {"s"}
 
 
 def test_the_leaf_picks_the_best_summed_fraction_not_the_most_wins():
@@ -130,6 +132,18 @@ def test_sort_and_bfs_metadata_and_dispatch(dev):
     source = int(np.argmax(np.diff(indptr)))
     assert dd.select(g, source) == "edge_batched"
     np.testing.assert_array_equal(dev.to_host(dd(g, source)), bfs.reference_levels(indptr, indices, source))
+
+
+def test_default_checks_agree_with_the_kernels_constraints(dev):
+    checks = default_checks("histogram")
+    assert set(checks) == {"shared", "shared_x8", "shared_x32"}
+    for bins in (2 ** k for k in range(4, 17)):
+        d = histogram.upload(dev, np.zeros(64, np.uint16), bins)
+        assert all(checks[v](d) == histogram.available(d, v) for v in histogram.ALGORITHMS if v in checks)
+    checks = default_checks("spmv")
+    for family, avg in (("banded", 5.0), ("power_law_heavy", 6.0), ("stencil_2d", 5.0)):
+        m, _ = _matrix(dev, family, 2000, avg)
+        assert all(checks[v](m) == spmv.available(m, v) for v in checks)
 
 
 def test_unknown_variants_are_refused():

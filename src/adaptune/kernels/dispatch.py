@@ -78,12 +78,13 @@ def _extra(args: tuple[Any, ...]) -> dict[str, Any]:
 class DistilledDispatch:
     """First-call dispatch with no device work: a distilled tree over the host metadata the object carries
     (``adaptune.kernels.distilled``), compiled into closures; the constraint of a chosen variant is checked
-    and refused choices fall back to ``default``. Nothing is kept with the object, so every call costs the
+    (``checks``: predicates of the object, by default ``default_checks``) and refused choices fall back to
+    ``default``. Nothing is kept with the object, so every call costs the
     same (a few getter calls and comparisons); it suits a first call on a new object, where ``KeptDispatch``
     would compute device features."""
 
     def __init__(self, benchmark: str, tree: dict[str, Any], variants: dict[str, Callable[..., Any]],
-                 default: str, checks: dict[str, Callable[..., bool]] | None = None) -> None:
+                 default: str, checks: dict[str, Callable[[Any], bool]] | None = None) -> None:
         from adaptune.kernels import distilled
 
         unknown = sorted({v for v in distilled.leaf_names(tree) if v not in variants} | (
@@ -94,9 +95,9 @@ class DistilledDispatch:
         self.variants = dict(variants)
         self.checks = {k: v for k, v in (checks if checks is not None else default_checks(benchmark)).items()
                        if k in self.variants}
-        self.select = distilled.compile_tree(tree, distilled.GETTERS[benchmark], self.checks, default)
+        self.select = distilled.compile_tree(tree, distilled.SOURCES[benchmark], self.checks, default)
         # the launcher of the chosen variant (call it with the same arguments): leaves hold the launchers
-        self.bind = distilled.compile_tree(_map_leaves(tree, self.variants), distilled.GETTERS[benchmark],
+        self.bind = distilled.compile_tree(_map_leaves(tree, self.variants), distilled.SOURCES[benchmark],
                                            self.checks, self.variants[default])
 
     def __call__(self, *args: Any) -> Any:
@@ -109,15 +110,17 @@ def _map_leaves(tree: dict[str, Any], variants: dict[str, Callable[..., Any]]) -
     return {**tree, "low": _map_leaves(tree["low"], variants), "high": _map_leaves(tree["high"], variants)}
 
 
-def default_checks(benchmark: str) -> dict[str, Callable[..., bool]]:
-    """The kernels' own constraint checks (``spmv.available``, ``histogram.available``) per variant."""
+def default_checks(benchmark: str) -> dict[str, Callable[[Any], bool]]:
+    """The kernels' constraints per variant as predicates of the object (what ``spmv.available`` and
+    ``histogram.available`` decide, in one attribute read each: tests check they agree)."""
     if benchmark == "spmv":
         from adaptune.kernels import spmv
 
-        return {v: (lambda m, *_, _v=v: spmv.available(m, _v)) for v in ("ell", "dia", "cusparse", "torch_csr",
-                                                                          *spmv.CUSPARSE_ALGS)}
+        return {"ell": lambda m: m.ell is not None, "dia": lambda m: m.dia is not None,
+                **{v: (lambda m: m.library is not None) for v in ("cusparse", "torch_csr", *spmv.CUSPARSE_ALGS)}}
     if benchmark == "histogram":
         from adaptune.kernels import histogram
 
-        return {v: (lambda d, *_, _v=v: histogram.available(d, _v)) for v, (algo, _) in histogram.ALGORITHMS.items() if algo == 2}
+        return {v: (lambda d, _b=histogram.SHARED_WORDS // repl: d.bins <= _b)
+                for v, (algo, repl) in histogram.ALGORITHMS.items() if algo == 2}
     return {}

@@ -31,20 +31,39 @@ HOST_METADATA: dict[str, tuple[str, ...]] = {
 }
 
 
-# One getter a feature, over the call's argument tuple: the compiled selector reads only what its tree uses.
-GETTERS: dict[str, tuple[Callable[[tuple[Any, ...]], float], ...]] = {
-    "spmv": (lambda a: a[0].n_rows, lambda a: a[0].nnz, lambda a: a[0].nnz / a[0].n_rows,
-             lambda a: a[0].ell is not None, lambda a: a[0].dia is not None),
-    "histogram": (lambda a: a[0].n, lambda a: a[0].bins, lambda a: a[0].key_bits, lambda a: a[0].n / a[0].bins),
-    "sort": (lambda a: a[1].size, lambda a: a[1].dtype.itemsize * 8, lambda a: a[1].dtype.kind == "f"),
-    "bfs": (lambda a: a[0].n, lambda a: a[0].m, lambda a: a[0].m / a[0].n),
+# Where each feature is read: the index of the call argument that holds the object, and per feature a
+# descriptor: ("attr", a) = o.a; ("ratio", a, b) = o.a / o.b; ("present", a) = o.a is not None;
+# ("dtype_bits",) = o.dtype.itemsize * 8; ("dtype_float",) = o.dtype.kind == "f". Descriptors, not code:
+# the compiled nodes read them with getattr (no eval), and only the features on the taken path are read.
+SOURCES: dict[str, tuple[int, tuple[tuple[str, ...], ...]]] = {
+    "spmv": (0, (("attr", "n_rows"), ("attr", "nnz"), ("ratio", "nnz", "n_rows"), ("present", "ell"),
+                 ("present", "dia"))),
+    "histogram": (0, (("attr", "n"), ("attr", "bins"), ("attr", "key_bits"), ("ratio", "n", "bins"))),
+    "sort": (1, (("attr", "size"), ("dtype_bits",), ("dtype_float",))),
+    "bfs": (0, (("attr", "n"), ("attr", "m"), ("ratio", "m", "n"))),
 }
+
+
+def _value(o: Any, source: tuple[str, ...]) -> float:
+    kind = source[0]
+    if kind == "attr":
+        return getattr(o, source[1])
+    if kind == "ratio":
+        return getattr(o, source[1]) / getattr(o, source[2])
+    if kind == "present":
+        return getattr(o, source[1]) is not None
+    if kind == "dtype_bits":
+        return o.dtype.itemsize * 8
+    if kind == "dtype_float":
+        return o.dtype.kind == "f"
+    raise ValueError(f"unknown metadata source {source!r}")
 
 
 def read_metadata(benchmark: str, *args: Any) -> tuple[float, ...]:
     """All of a benchmark's host metadata for these call arguments (SpMV: (m, x, y); histogram: (d, out);
     sort: (dev, keys); BFS: (g, source))."""
-    return tuple(get(args) for get in GETTERS[benchmark])
+    arg, sources = SOURCES[benchmark]
+    return tuple(_value(args[arg], src) for src in sources)
 
 
 def metadata_from_info(benchmark: str, info: dict[str, Any]) -> tuple[float, ...]:
@@ -169,22 +188,26 @@ def tree_leaves(tree: Tree) -> int:
 # ---------------------------------------------------------------------------------------- compiling
 
 
-def compile_tree(tree: Tree, getters: Sequence[Callable[[tuple[Any, ...]], float]],
-                 checks: dict[str, Callable[..., bool]] | None = None, default: Any = None
+def compile_tree(tree: Tree, sources: tuple[int, tuple[tuple[str, ...], ...]],
+                 checks: dict[str, Callable[[Any], bool]] | None = None, default: Any = None
                  ) -> Callable[..., Any]:
-    """``select(*args) -> variant``: nested closures, one getter call and one comparison a level (only the
-    features on the path are read) and, at a leaf whose variant has a constraint in ``checks``, the check
-    on the arguments with a fall back to ``default`` where it refuses (as CodeVariant dispatch does).
-    No NumPy, no ``eval``. A leaf may hold any value (a launcher) with its variant in ``name``; the checks
-    are keyed by variant and ``default`` is returned as given."""
+    """``select(*args) -> variant``: nested closures over the object at ``args[sources[0]]``, one attribute
+    read (or two and a division) and one comparison a level, only the features on the taken path read; at a
+    leaf whose variant has a constraint in ``checks`` (a predicate of the object), the check, with a fall
+    back to ``default`` where it refuses (as CodeVariant dispatch does). No NumPy, no ``eval``. A leaf may
+    hold any value (a launcher) with its variant in ``name``; the checks are keyed by variant and
+    ``default`` is returned as given."""
     checks = checks or {}
     if any(v in checks for v in leaf_names(tree)) and default is None:
         raise ValueError("a constrained leaf needs a default to fall back to")
-    root = _compile(tree, tuple(getters), checks, default)
-
-    def select(*args: Any) -> Any:
-        return root(args)
-
+    arg, descriptors = sources
+    root = _compile(tree, descriptors, checks, default)
+    if arg == 0:
+        def select(*args: Any) -> Any:
+            return root(args[0])
+    else:
+        def select(*args: Any) -> Any:
+            return root(args[arg])
     return select
 
 
@@ -195,14 +218,24 @@ def leaf_names(tree: Tree) -> list[str]:
     return leaf_names(tree["low"]) + leaf_names(tree["high"])
 
 
-def _compile(tree: Tree, getters: tuple[Callable[[tuple[Any, ...]], float], ...],
-             checks: dict[str, Callable[..., bool]], default: Any) -> Callable[[tuple[Any, ...]], Any]:
+def _compile(tree: Tree, sources: tuple[tuple[str, ...], ...], checks: dict[str, Callable[[Any], bool]],
+             default: Any) -> Callable[[Any], Any]:
     if "leaf" in tree:
         label = tree["leaf"]
         check = checks.get(tree.get("name", label))
         if check is None:
-            return lambda a: label
-        return lambda a: label if check(*a) else default
-    get, t = getters[int(tree["feature"])], float(tree["threshold"])
-    low, high = _compile(tree["low"], getters, checks, default), _compile(tree["high"], getters, checks, default)
-    return lambda a: low(a) if get(a) <= t else high(a)
+            return lambda o: label
+        return lambda o: label if check(o) else default
+    src, t = sources[int(tree["feature"])], float(tree["threshold"])
+    low, high = _compile(tree["low"], sources, checks, default), _compile(tree["high"], sources, checks, default)
+    kind = src[0]
+    if kind == "attr":
+        name = src[1]
+        return lambda o: low(o) if getattr(o, name) <= t else high(o)
+    if kind == "ratio":
+        num, den = src[1], src[2]
+        return lambda o: low(o) if getattr(o, num) / getattr(o, den) <= t else high(o)
+    if kind == "present":
+        name = src[1]
+        return lambda o: low(o) if (getattr(o, name) is not None) <= t else high(o)
+    return lambda o: low(o) if _value(o, src) <= t else high(o)
