@@ -29,6 +29,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 import timeit
 import types
 from pathlib import Path
@@ -68,10 +69,15 @@ def stand_in(benchmark: str, info: dict[str, Any]) -> tuple[Any, ...]:
     raise ValueError(benchmark)
 
 
-def per_call_us(fn: Any, number: int, repeats: int) -> float:
-    """Median over ``repeats`` of the per-call time of ``number`` calls (timeit's loop, no timer per call)."""
+def per_call_us(fn: Any, number: int, repeats: int) -> tuple[float, float, float]:
+    """Per-call time of ``number`` calls (timeit's loop, no timer per call) over ``repeats`` loops: wall
+    median, wall min, and the median of this thread's CPU time. On a host shared with other busy processes
+    the wall time also counts the time the thread waits for a core; its CPU time does not."""
     fn()
-    return statistics.median(timeit.repeat(fn, number=number, repeat=repeats)) / number * 1e6
+    loops = timeit.repeat(fn, number=number, repeat=repeats)
+    cpu = timeit.repeat(fn, number=number, repeat=repeats, timer=time.thread_time)
+    return (statistics.median(loops) / number * 1e6, min(loops) / number * 1e6,
+            statistics.median(cpu) / number * 1e6)
 
 
 def host_model_cv(name: str, b: dict[str, Any]) -> tuple[Any, Any]:
@@ -112,6 +118,14 @@ def analyse(name: str, b: dict[str, Any], timing: bool, number: int, repeats: in
     tree = dres["tree"]
     chosen_d = np.array([names.index(distilled.predict(tree, row)) for row in x_test])
     frac_d = fraction_of_oracle(runtime, chosen_d)
+    # the same distillation over all features (device features as recorded): what a tree loses or keeps
+    # against the kernel-ridge model when the data features are there (the device round trip stays)
+    fnames = b["feature_names"]
+    xa_train = np.array([[r["features"][k] for k in fnames] for r in train], float)
+    xa_test = np.array([[r["features"][k] for k in fnames] for r in test], float)
+    dall = distilled.distil(xa_train, rt_train, names)
+    frac_all = fraction_of_oracle(runtime, np.array([names.index(distilled.predict(dall["tree"], row))
+                                                     for row in xa_test]))
     # the median test input as the suite defines it (by the adaptive model's chosen variant's run time)
     chosen_ms = runtime[idx, np.array([names.index(r["chosen"]) for r in test])]
     median_i = int(np.argsort(chosen_ms)[n // 2])
@@ -134,6 +148,10 @@ def analyse(name: str, b: dict[str, Any], timing: bool, number: int, repeats: in
                       "chosen_label_counts": {v: int((chosen_d == j).sum()) for j, v in enumerate(names) if (chosen_d == j).any()},
                       "oracle_label_counts": {v: int((np.argmin(runtime, axis=1) == j).sum()) for j, v in enumerate(names)
                                               if (np.argmin(runtime, axis=1) == j).any()}},
+        "distilled_all_features": {
+            "tree": dall["tree"], "depth": distilled.tree_depth(dall["tree"]), "features": fnames,
+            "cv_fraction_of_oracle": dall["cv_fraction_of_oracle"], "fraction": float(np.nanmean(frac_all)),
+            "recorded_feature_ms_at_median_input": test[median_i]["feature_ms"]},
         "median_input": test[median_i]["name"], "median_input_run_ms": float(chosen_ms[median_i]),
         "median_input_distilled": test[median_d]["name"], "median_input_distilled_run_ms": float(d_ms[median_d]),
         "recorded_h100_host": {"dispatch_host_ms_at_median_input": test[median_i]["dispatch_host_ms"],
@@ -147,10 +165,18 @@ def analyse(name: str, b: dict[str, Any], timing: bool, number: int, repeats: in
         for a, j in zip(args_all, chosen_d, strict=True):  # compiled == the tree's walk (or its fall-back)
             check = dd.checks.get(names[j])
             assert dd.select(*a) == (names[j] if check is None or check(a[arg]) else default)
-        bind_us = np.array([per_call_us(lambda a=a: dd.bind(*a), number, repeats) for a in args_all])
+        both = np.array([per_call_us(lambda a=a: dd.bind(*a), number, repeats) for a in args_all])
+        bind_us, bind_min_us, bind_cpu_us = both[:, 0], both[:, 1], both[:, 2]
         cv, _ = host_model_cv(name, b)
-        krr_us = per_call_us(lambda: cv.select(*args_all[median_i]), max(200, number // 50), repeats)
+        krr_us, krr_min_us, krr_cpu_us = per_call_us(lambda: cv.select(*args_all[median_i]), max(200, number // 50), repeats)
         result["this_host"] = {
+            "distilled_bind_min_us_at_median_input": float(bind_min_us[median_i]),
+            "distilled_bind_cpu_us_at_median_input": float(bind_cpu_us[median_i]),
+            "distilled_bind_cpu_us_median": float(np.median(bind_cpu_us)),
+            "host_model_select_min_us_at_median_input": krr_min_us,
+            "host_model_select_cpu_us_at_median_input": krr_cpu_us,
+            "dispatch_share_median_cpu": float(bind_cpu_us[median_i] * 1e-3 / chosen_ms[median_i]),
+            "dispatch_share_median_from_min": float(bind_min_us[median_i] * 1e-3 / chosen_ms[median_i]),
             "distilled_bind_us_median": float(np.median(bind_us)), "distilled_bind_us_max": float(bind_us.max()),
             "distilled_bind_us_at_median_input": float(bind_us[median_i]),
             "host_model_select_us_at_median_input": krr_us,
@@ -159,9 +185,12 @@ def analyse(name: str, b: dict[str, Any], timing: bool, number: int, repeats: in
             "dispatch_share_own_median": float(bind_us[median_d] * 1e-3 / d_ms[median_d]),
         }
         t = result["this_host"]
-        result["targets"] = {"fraction_ge_0.95 (distilled)": result["distilled"]["fraction"] >= 0.95,
-                             "dispatch_share_le_2pct (distilled, this host)": t["dispatch_share_median"] <= 0.02,
-                             "both": result["distilled"]["fraction"] >= 0.95 and t["dispatch_share_median"] <= 0.02}
+        ok = result["distilled"]["fraction"] >= 0.95
+        result["targets"] = {"fraction_ge_0.95 (distilled)": ok,
+                             "dispatch_share_le_2pct (distilled, this host, wall median)": t["dispatch_share_median"] <= 0.02,
+                             "dispatch_share_le_2pct (distilled, this host, CPU time)": t["dispatch_share_median_cpu"] <= 0.02,
+                             "both (wall median)": ok and t["dispatch_share_median"] <= 0.02,
+                             "both (CPU time)": ok and t["dispatch_share_median_cpu"] <= 0.02}
     return result
 
 
@@ -226,18 +255,32 @@ def markdown(rep: dict[str, Any]) -> str:
         row("distilled: points above best fixed, fall-back / valid", lambda r: (
             f"{r['distilled']['points_above']['with_fallback']:+.1f} / "
             f"{_f(r['distilled']['points_above']['valid_everywhere'], '+.1f')}"))
+        row("distilled tree over all features (device features kept): fraction / training CV", lambda r: (
+            f"{r['distilled_all_features']['fraction']:.4f} / {r['distilled_all_features']['cv_fraction_of_oracle']:.3f}"))
+        row("... its first call would still pay the device features: recorded H100 feature ms at the median input",
+            lambda r: f"{r['distilled_all_features']['recorded_feature_ms_at_median_input']:.3f}")
         row("median test input: recorded H100 run, ms", lambda r: f"{r['median_input_run_ms']:.4f}")
         row("distilled `bind` on this host, us: at the median input / median / max", lambda r: (
             f"{r['this_host']['distilled_bind_us_at_median_input']:.2f} / {r['this_host']['distilled_bind_us_median']:.2f}"
             f" / {r['this_host']['distilled_bind_us_max']:.2f}"))
-        row("host-metadata model `cv.select` at the median input, us: this host / recorded H100 host", lambda r: (
-            f"{r['this_host']['host_model_select_us_at_median_input']:.1f} / "
+        row("... at the median input: least disturbed loop (wall min) / thread CPU time (median), us",
+            lambda r: f"{r['this_host']['distilled_bind_min_us_at_median_input']:.2f} / "
+                      f"{r['this_host']['distilled_bind_cpu_us_at_median_input']:.2f}")
+        row("host-metadata model `cv.select` at the median input, us: this host wall median (min, CPU) / "
+            "recorded H100 host", lambda r: (
+            f"{r['this_host']['host_model_select_us_at_median_input']:.1f} "
+            f"({r['this_host']['host_model_select_min_us_at_median_input']:.1f}, "
+            f"{r['this_host']['host_model_select_cpu_us_at_median_input']:.1f}) / "
             f"{r['this_host']['recorded_h100_host_model_us_at_median_input']:.1f}"))
         row("**distilled first call: share of the median run (this host's cost)**",
             lambda r: f"**{100 * r['this_host']['dispatch_share_median']:.2f} %**")
+        row("... from the least disturbed loop / from thread CPU time", lambda r: (
+            f"{100 * r['this_host']['dispatch_share_median_from_min']:.2f} % / "
+            f"{100 * r['this_host']['dispatch_share_median_cpu']:.2f} %"))
         row("... at the distilled choice's own median input", lambda r: f"{100 * r['this_host']['dispatch_share_own_median']:.2f} %")
-        row("fraction >= 0.95 and first call <= 2 % (distilled, this host's cost)",
-            lambda r: "yes" if r["targets"]["both"] else "no")
+        row("fraction >= 0.95 and first call <= 2 % (distilled; this host: wall median / CPU time)",
+            lambda r: ("yes" if r["targets"]["both (wall median)"] else "no") + " / "
+                      + ("yes" if r["targets"]["both (CPU time)"] else "no"))
         lines += ["", "Distilled trees (feature <= threshold: low, else high):", ""]
         for c in cols:
             lines.append(f"- **{c}** ({', '.join(b[c]['distilled']['features'])}): `{json.dumps(b[c]['distilled']['tree'])}`")
