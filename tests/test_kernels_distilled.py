@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from adaptune.kernels import bfs, distilled, histogram, inputs, sort, spmv
+from adaptune.kernels import bfs, distilled, features, histogram, inputs, sort, spmv
 from adaptune.kernels.device import OpenCLDevice
-from adaptune.kernels.dispatch import DistilledDispatch, default_checks
+from adaptune.kernels.dispatch import DistilledDispatch, FeatureTreeDispatch, default_checks
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +144,30 @@ def test_default_checks_agree_with_the_kernels_constraints(dev):
     for family, avg in (("banded", 5.0), ("power_law_heavy", 6.0), ("stencil_2d", 5.0)):
         m, _ = _matrix(dev, family, 2000, avg)
         assert all(checks[v](m) == spmv.available(m, v) for v in checks)
+
+
+def test_a_tree_over_device_features_sorts_by_sortedness(dev):
+    tree = {"feature": 4, "threshold": 0.05,  # descent_share of the sampled pairs
+            "low": {"leaf": "presorted_radix"}, "high": {"leaf": "merge"}}
+    variants = sort.variants(with_torch=False)
+    dd = FeatureTreeDispatch("sort", tree, features.sort_features, features.SORT_FEATURES, variants, "cub_radix")
+    for order, want in (("sorted", "presorted_radix"), ("reversed", "merge"), ("uniform", "merge")):
+        keys = inputs.sort_keys(order, 20_000, "int64", seed=5)
+        args = (dev, dev.asarray(keys))
+        assert dd.select(*args) == want
+        np.testing.assert_array_equal(dev.to_host(dd(*args)), np.sort(keys))
+
+
+def test_a_tree_over_device_features_falls_back_where_refused(dev):
+    tree = {"feature": 5, "threshold": 0.5, "low": {"leaf": "shared_x32"}, "high": {"leaf": "global_runs"}}
+    dd = FeatureTreeDispatch("histogram", tree, lambda d, out: features.histogram_features(d), features.HISTOGRAM_FEATURES,
+                             histogram.variants(), "global")
+    for bins, want in ((64, "shared_x32"), (1024, "global")):  # 1024 bins x 32 copies do not fit
+        keys = inputs.histogram_data("uniform", 20_001, seed=2, bins=bins, key_bits=16)
+        d = histogram.upload(dev, keys, bins)
+        out = dev.zeros(bins, np.uint32)
+        assert dd.select(d, out) == want
+        np.testing.assert_array_equal(dev.to_host(dd(d, out)), histogram.reference(keys, bins))
 
 
 def test_unknown_variants_are_refused():

@@ -104,6 +104,41 @@ class DistilledDispatch:
         return self.bind(*args)(*args)
 
 
+class FeatureTreeDispatch:
+    """A distilled tree over the features ``features(*args)`` returns (a dict: device features, a launch, a
+    copy and a sync, kept with the object where the kernels keep them) in place of the kernel-ridge model.
+    Why: where host metadata do not decide (sort: sortedness; BFS: depth), the first call must pay the
+    device features, but not also the model's 8-10 us of NumPy."""
+
+    def __init__(self, benchmark: str, tree: dict[str, Any], features: Callable[..., dict[str, float]],
+                 names: tuple[str, ...] | list[str], variants: dict[str, Callable[..., Any]], default: str,
+                 checks: dict[str, Callable[[Any], bool]] | None = None) -> None:
+        from adaptune.kernels import distilled
+
+        unknown = sorted({v for v in distilled.leaf_names(tree) if v not in variants} | (
+            set() if default in variants else {default}))
+        if unknown:
+            raise ValueError(f"the tree or default names variants not given: {', '.join(unknown)}")
+        self.tree, self.default, self.variants = tree, default, dict(variants)
+        self.checks = {k: v for k, v in (checks if checks is not None else default_checks(benchmark)).items()
+                       if k in self.variants}
+        walk = distilled.compile_tree(tree, (0, tuple(("item", n) for n in names)))
+        arg, checks_, feats = distilled.SOURCES[benchmark][0], self.checks, features
+
+        def select(*args: Any) -> str:
+            label = walk(feats(*args))
+            check = checks_.get(label)
+            return label if check is None or check(args[arg]) else default
+
+        self.select = select
+
+    def bind(self, *args: Any) -> Callable[..., Any]:
+        return self.variants[self.select(*args)]
+
+    def __call__(self, *args: Any) -> Any:
+        return self.bind(*args)(*args)
+
+
 def _map_leaves(tree: dict[str, Any], variants: dict[str, Callable[..., Any]]) -> dict[str, Any]:
     if "leaf" in tree:
         return {"leaf": variants[tree["leaf"]], "name": tree["leaf"]}

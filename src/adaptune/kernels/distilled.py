@@ -33,7 +33,8 @@ HOST_METADATA: dict[str, tuple[str, ...]] = {
 
 # Where each feature is read: the index of the call argument that holds the object, and per feature a
 # descriptor: ("attr", a) = o.a; ("ratio", a, b) = o.a / o.b; ("present", a) = o.a is not None;
-# ("dtype_bits",) = o.dtype.itemsize * 8; ("dtype_float",) = o.dtype.kind == "f". Descriptors, not code:
+# ("dtype_bits",) = o.dtype.itemsize * 8; ("dtype_float",) = o.dtype.kind == "f"; ("item", k) = o[k] (a
+# feature dict, for trees over device features). Descriptors, not code:
 # the compiled nodes read them with getattr (no eval), and only the features on the taken path are read.
 SOURCES: dict[str, tuple[int, tuple[tuple[str, ...], ...]]] = {
     "spmv": (0, (("attr", "n_rows"), ("attr", "nnz"), ("ratio", "nnz", "n_rows"), ("present", "ell"),
@@ -56,6 +57,8 @@ def _value(o: Any, source: tuple[str, ...]) -> float:
         return o.dtype.itemsize * 8
     if kind == "dtype_float":
         return o.dtype.kind == "f"
+    if kind == "item":
+        return o[source[1]]
     raise ValueError(f"unknown metadata source {source!r}")
 
 
@@ -238,4 +241,7 @@ def _compile(tree: Tree, sources: tuple[tuple[str, ...], ...], checks: dict[str,
     if kind == "present":
         name = src[1]
         return lambda o: low(o) if (getattr(o, name) is not None) <= t else high(o)
+    if kind == "item":
+        key = src[1]
+        return lambda o: low(o) if o[key] <= t else high(o)
     return lambda o: low(o) if _value(o, src) <= t else high(o)
