@@ -100,7 +100,7 @@ def relative(runtime: np.ndarray) -> np.ndarray:
 def _split_point(a: float, b: float) -> float:
     """Between two distinct sorted values: the geometric midpoint for positive sizes (they span decades),
     else the arithmetic one."""
-    return float(np.sqrt(a * b)) if a > 0 and b > 0 else (a + b) / 2.0
+    return float(np.sqrt(a * b)) if a > 0 and b > 0 else float(a + b) / 2.0
 
 
 def fit_tree(x: np.ndarray, runtime: np.ndarray, names: Sequence[str], max_depth: int = 3,
