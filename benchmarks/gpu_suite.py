@@ -1088,8 +1088,9 @@ def markdown(rep: dict[str, Any], stem: str) -> str:
     row("**adaptive: mean fraction of oracle**", lambda n, r: f"**{r['mean_fraction_of_oracle']:.4f}**")
     row("Nitro (paper)", lambda n, r: NITRO[n])
     row("buckets <70 / 70-80 / 80-90 / 90-100 %", lambda n, r: " / ".join(str(v) for v in r["buckets"].values()))
-    row("best fixed variant (mean)", lambda n, r: f"{r['best_fixed_variant']} ({r['best_fixed_fraction']:.4f})")
-    row("points above best fixed", lambda n, r: f"{r['points_above_best_fixed']:+.1f}")
+    row("best fixed variant, a refused variant costs the default (rounds 1-3; mean)",
+        lambda n, r: f"{r['best_fixed_variant']} ({r['best_fixed_fraction']:.4f})")
+    row("points above best fixed (with fall-back)", lambda n, r: f"{r['points_above_best_fixed']:+.1f}")
     row("best fixed valid on every input, no fall-back (mean)", lambda n, r: (
         f"{r['best_fixed']['valid_everywhere']['variant']} ({r['best_fixed']['valid_everywhere']['fraction']:.4f})"))
     row("points above best fixed valid on every input", lambda n, r: f"{r['points_above_best_fixed_valid_everywhere']:+.1f}")
