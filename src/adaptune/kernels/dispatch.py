@@ -9,6 +9,10 @@ the object, so a repeated call costs an attribute read, a dict look-up and an id
 CPython) and the caller may hold the launcher and pay nothing per call. The
 object must not change after its first call (the kernels' DeviceMatrix / DeviceGraph never do; a caller
 that rewrites a DeviceKeys' keys in place must call ``forget``).
+
+A first call on a new object is what ``DistilledDispatch`` serves: a tree distilled from recorded run times
+over host metadata the object carries (no device work; ``adaptune.kernels.distilled``); and
+``FeatureTreeDispatch`` walks such a tree over the device features instead of running the model.
 """
 
 from __future__ import annotations
