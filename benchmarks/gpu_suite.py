@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from adaptune.kernels import bfs, features, histogram, inputs, sort, spmv
-from adaptune.kernels.dispatch import KeptDispatch
+from adaptune.kernels import bfs, distilled, features, histogram, inputs, sort, spmv
+from adaptune.kernels.dispatch import DistilledDispatch, FeatureTreeDispatch, KeptDispatch
 
 LIBRARY_DEFAULT = {"spmv": "cusparse_alg1", "histogram": "cub", "sort": "cub_radix", "bfs": "direction_optimising"}
 OPENCL_DEFAULT = {"spmv": "csr_scalar"}  # no cuSPARSE on PoCL
@@ -423,6 +423,17 @@ def measure_input(bench: Bench, spec: inputs.InputSpec, timer: Any, cvs: dict[st
         record["dispatch_ms"] = wall_median_ms(lambda: (bench.forget(*args), cv.select(*args)))
         # host metadata only: no device work
         record["dispatch_host_ms"] = wall_median_ms(lambda: cv_host.select(*args))
+        dd = cvs.get("distilled")
+        if dd is not None:
+            # round 4: the distilled tree over host metadata (no device work, nothing kept with the object, so
+            # every call is a first call): `bind` returns the chosen launcher after the constraint check
+            record["chosen_distilled"] = dd.select(*args)
+            record["dispatch_distilled_ms"] = loop_ms(lambda: dd.bind(*args))
+            record["dispatch_distilled_select_ms"] = loop_ms(lambda: dd.select(*args))
+        ddf = cvs.get("distilled_full")
+        if ddf is not None:  # a first call: device features (forgotten before each call) + the tree
+            record["chosen_distilled_full"] = ddf.select(*args)
+            record["dispatch_distilled_full_ms"] = wall_median_ms(lambda: (bench.forget(*args), ddf.select(*args)))
         if bench.keeps_features:
             # repeated calls on one object: the choice is kept with it. `bind` hands back the chosen
             # launcher (what `kept(*args)` calls); `select` the label (round 2's kept path, a dict look-up
@@ -557,6 +568,18 @@ def run_benchmark(name: str, rt: Runtime, scale: float, seed: int, progress: Any
         models[which] = {"kind": fitted.kind, "hyper": fitted.hyper, "cv_fraction_of_oracle": fitted.cv_fraction,
                          "fit_s": time.perf_counter() - t0}
     result["model"], result["model_host"] = models["full"], models["host"]
+    t0 = time.perf_counter()
+    x_host = np.array([distilled.metadata_from_info(name, r["info"]) for r in result["train"]], float)
+    result["distilled"] = {**distilled.distil(x_host, runtime, names), "features": list(distilled.HOST_METADATA[name]),
+                           "fit_s": time.perf_counter() - t0}
+    cvs["distilled"] = DistilledDispatch(name, result["distilled"]["tree"], bench.variants(), default)
+    # the same distillation over all features: the first call pays the device features and the tree, no model
+    t0 = time.perf_counter()
+    x_full = np.array([[r["features"][k] for k in bench.feature_names] for r in result["train"]], float)
+    result["distilled_full"] = {**distilled.distil(x_full, runtime, names), "features": list(bench.feature_names),
+                                "fit_s": time.perf_counter() - t0}
+    cvs["distilled_full"] = FeatureTreeDispatch(name, result["distilled_full"]["tree"], bench.features,
+                                                bench.feature_names, bench.variants(), default)
     for spec in test:
         result["test"].append(measure_input(bench, spec, timer, cvs))
         rt.free()
@@ -766,6 +789,26 @@ def _nanmedian(values: np.ndarray) -> float | None:
     return float(np.nanmedian(values)) if np.isfinite(values).any() else None
 
 
+def best_fixed_both(records: list[dict[str, Any]], names: list[str], default: str) -> dict[str, Any]:
+    """Best fixed variant, two definitions side by side (mean fraction of oracle over ``records``):
+    ``with_fallback`` (rounds 1-3): a variant refused by its constraint costs the library default's time, so a
+    constrained variant is already a two-way policy; ``valid_everywhere``: only variants that ran correctly
+    on every input, no fall-back (None where no variant did)."""
+    from adaptune.adaptive.models import fraction_of_oracle
+
+    costs, runtime = cost_matrices(records, names, default)
+    n = len(records)
+    fb = {v: float(np.nanmean(fraction_of_oracle(runtime, np.full(n, j)))) for j, v in enumerate(names)}
+    valid = [j for j, v in enumerate(names) if all(r["status"][v] == "ok" for r in records)]
+    ve = {names[j]: float(np.nanmean(fraction_of_oracle(runtime, np.full(n, j)))) for j in valid}
+    best_fb = max(fb, key=fb.get)
+    best_ve = max(ve, key=ve.get) if ve else None
+    return {"with_fallback": {"variant": best_fb, "fraction": fb[best_fb],
+                              "refused_inputs": sum(r["status"][best_fb] == "constraint" for r in records)},
+            "valid_everywhere": {"variant": best_ve, "fraction": ve[best_ve] if best_ve else None,
+                                 "candidates": sorted(ve)}}
+
+
 def analyse_benchmark(name: str, b: dict[str, Any], copy_gbs: float, curves: bool, seed: int,
                       l2_bytes: int = 50 << 20) -> dict[str, Any]:
     from adaptune.adaptive.active import learning_curves
@@ -781,6 +824,7 @@ def analyse_benchmark(name: str, b: dict[str, Any], copy_gbs: float, curves: boo
     frac_host = fraction_of_oracle(runtime, chosen_host)
     fixed = {v: float(np.nanmean(fraction_of_oracle(runtime, np.full(len(test), j)))) for j, v in enumerate(names)}
     best_fixed = max(fixed, key=fixed.get)
+    fixed_both = best_fixed_both(test, names, default)
     best_ms = np.min(runtime, axis=1)
     idx = np.arange(len(test))
     chosen_ms = runtime[idx, chosen]
@@ -804,6 +848,12 @@ def analyse_benchmark(name: str, b: dict[str, Any], copy_gbs: float, curves: boo
         "best_fixed_variant": best_fixed,
         "points_above_best_fixed": 100 * (float(np.nanmean(frac)) - fixed[best_fixed]),
         "mean_fraction_of_oracle_host_features": float(np.nanmean(frac_host)),
+        # round 4: best fixed two ways (the one above is the first): with the constraint fall-back to the
+        # library default, and among the variants valid on every test input (no fall-back)
+        "best_fixed": fixed_both,
+        "points_above_best_fixed_valid_everywhere": (
+            None if fixed_both["valid_everywhere"]["variant"] is None
+            else 100 * (float(np.nanmean(frac)) - fixed_both["valid_everywhere"]["fraction"])),
         "buckets": bucket_counts(frac),
         "fixed_variants": fixed,
         "library_default_mean": fixed[default],
@@ -861,6 +911,36 @@ def analyse_benchmark(name: str, b: dict[str, Any], copy_gbs: float, curves: boo
         "dispatch_share_median_le_2pct (prefetched first call)":
             None if result["dispatch_share_median_prefetch"] is None else result["dispatch_share_median_prefetch"] <= 0.02,
     }
+    if all("chosen_distilled" in r for r in test):
+        chosen_d = np.array([names.index(r["chosen_distilled"]) for r in test])
+        frac_d = fraction_of_oracle(runtime, chosen_d)
+        d_ms, d_sel_ms = column("dispatch_distilled_ms"), column("dispatch_distilled_select_ms")
+        chosen_d_ms = runtime[idx, chosen_d]
+        med_d = int(np.argsort(chosen_d_ms)[len(chosen_d_ms) // 2])
+        result["distilled"] = {
+            **{k: b["distilled"][k] for k in ("tree", "max_depth", "min_leaf", "cv_fraction_of_oracle", "features")},
+            "mean_fraction_of_oracle": float(np.nanmean(frac_d)),
+            "points_above_best_fixed": 100 * (float(np.nanmean(frac_d)) - fixed[best_fixed]),
+            "points_above_best_fixed_valid_everywhere": (
+                None if fixed_both["valid_everywhere"]["variant"] is None
+                else 100 * (float(np.nanmean(frac_d)) - fixed_both["valid_everywhere"]["fraction"])),
+            "dispatch_ms_median": float(np.median(d_ms)), "dispatch_select_ms_median": float(np.median(d_sel_ms)),
+            # at the suite's median input (by the adaptive model's chosen time) and at the distilled's own one
+            "dispatch_share_median": float(d_ms[median_i] / run_med),
+            "dispatch_share_own_median": float(d_ms[med_d] / chosen_d_ms[med_d]),
+            "chosen_label_counts": {v: int((chosen_d == j).sum()) for j, v in enumerate(names)}}
+        if all("chosen_distilled_full" in r for r in test):
+            chosen_f = np.array([names.index(r["chosen_distilled_full"]) for r in test])
+            f_ms = column("dispatch_distilled_full_ms")
+            result["distilled_full"] = {
+                **{k: b["distilled_full"][k] for k in ("tree", "max_depth", "min_leaf", "cv_fraction_of_oracle",
+                                                       "features")},
+                "mean_fraction_of_oracle": float(np.nanmean(fraction_of_oracle(runtime, chosen_f))),
+                "dispatch_ms_median": float(np.median(f_ms)),
+                "dispatch_share_median": float(f_ms[median_i] / run_med)}
+        result["targets"]["fraction_of_oracle_ge_0.95 (distilled)"] = result["distilled"]["mean_fraction_of_oracle"] >= 0.95
+        result["targets"]["dispatch_share_median_le_2pct (distilled first call)"] = (
+            result["distilled"]["dispatch_share_median"] <= 0.02)
     families = [r["spec"]["family"] for r in test]
     per_family = {}
     for fam in sorted(set(families)):
@@ -922,6 +1002,7 @@ def analyse_benchmark(name: str, b: dict[str, Any], copy_gbs: float, curves: boo
             np.array([r["model_features"] for r in test]), runtime, max_labels=len(train), kind=b["model"]["kind"],
             random_repeats=3, seed=seed)
     result["per_input"] = [{"name": r["name"], "chosen": r["chosen"], "chosen_host": r["chosen_host"],
+                            "chosen_distilled": r.get("chosen_distilled"),
                             "oracle": names[int(np.argmin(runtime[i]))], "fraction": float(frac[i]),
                             "chosen_ms": float(chosen_ms[i]), "dispatch_ms": float(dispatch_ms[i]),
                             "times_ms": r["times_ms"], "info": r["info"]} for i, r in enumerate(test)]
@@ -972,7 +1053,7 @@ NITRO = {"spmv": "0.9374", "histogram": "0.9416", "sort": "0.9925", "bfs": "-"}
 def markdown(rep: dict[str, Any], stem: str) -> str:
     d = rep["device"]
     b = rep["benchmarks"]
-    lines = [f"# GPU suite, round 3: SpMV, histogram, sort and BFS on {d['name']}", "",
+    lines = [f"# GPU suite, round 4: SpMV, histogram, sort and BFS on {d['name']}", "",
              f"Device {d['name']} ({d['multiprocessors']} SMs, L2 {d['l2_bytes'] >> 20} MB), CUDA runtime "
              f"{d['cuda_runtime']}, CuPy {d['cupy']}; date {rep['date']}; commit {rep['commit']}; "
              f"measured copy bandwidth {rep['copy_bandwidth_gbs'] / 1e3:.2f} TB/s (read + write); scale "
@@ -983,7 +1064,9 @@ def markdown(rep: dict[str, Any], stem: str) -> str:
              "is host wall time as the caller sees it: first call (features computed on the GPU: kernel + copy + "
              "sync, then model + constraint); kept (a repeated call on the same matrix / keys / graph: "
              "`KeptDispatch.bind` hands back the launcher kept with the object, per call over a loop of 2000; "
-             "round 2's `select` beside it); host features (a second model on host metadata only); prefetched "
+             "round 2's `select` beside it); host features (a second model on host metadata only); distilled (round 4: "
+             "a cost-aware tree over host metadata compiled into closures, `DistilledDispatch.bind` per call over "
+             "a loop of 2000, nothing kept, so every call is a first call); prefetched "
              "(features started on a side stream at fix time: issue cost + select once they are on the host); and "
              "with the caller's stream busy (a 256 MB copy queued), a blocking first call against features on "
              "the side stream.", ""]
@@ -1005,8 +1088,12 @@ def markdown(rep: dict[str, Any], stem: str) -> str:
     row("**adaptive: mean fraction of oracle**", lambda n, r: f"**{r['mean_fraction_of_oracle']:.4f}**")
     row("Nitro (paper)", lambda n, r: NITRO[n])
     row("buckets <70 / 70-80 / 80-90 / 90-100 %", lambda n, r: " / ".join(str(v) for v in r["buckets"].values()))
-    row("best fixed variant (mean)", lambda n, r: f"{r['best_fixed_variant']} ({r['best_fixed_fraction']:.4f})")
-    row("points above best fixed", lambda n, r: f"{r['points_above_best_fixed']:+.1f}")
+    row("best fixed variant, a refused variant costs the default (rounds 1-3; mean)",
+        lambda n, r: f"{r['best_fixed_variant']} ({r['best_fixed_fraction']:.4f})")
+    row("points above best fixed (with fall-back)", lambda n, r: f"{r['points_above_best_fixed']:+.1f}")
+    row("best fixed valid on every input, no fall-back (mean)", lambda n, r: (
+        f"{r['best_fixed']['valid_everywhere']['variant']} ({r['best_fixed']['valid_everywhere']['fraction']:.4f})"))
+    row("points above best fixed valid on every input", lambda n, r: f"{r['points_above_best_fixed_valid_everywhere']:+.1f}")
     row("library default (mean)", lambda n, r: f"{r['library_default']} ({r['library_default_mean']:.4f})")
     row("host-metadata model: fraction of oracle", lambda n, r: f"{r['mean_fraction_of_oracle_host_features']:.4f}")
     row("training CV: all features / host features", lambda n, r: " / ".join(
@@ -1014,6 +1101,15 @@ def markdown(rep: dict[str, Any], stem: str) -> str:
     row("model by training CV (rule added after this run): fraction / points",
         lambda n, r: f"{r['cv_selected_model']['model']}: {r['cv_selected_model']['mean_fraction_of_oracle']:.4f} / "
                      f"{r['cv_selected_model']['points_above_best_fixed']:+.1f}")
+    row("**distilled tree (host metadata): fraction of oracle**",
+        lambda n, r: f"**{r['distilled']['mean_fraction_of_oracle']:.4f}** (depth {r['distilled']['max_depth']}, "
+                     f"CV {r['distilled']['cv_fraction_of_oracle']:.3f})")
+    row("distilled: points above best fixed (fall-back / valid everywhere)",
+        lambda n, r: f"{r['distilled']['points_above_best_fixed']:+.1f} / "
+                     f"{r['distilled']['points_above_best_fixed_valid_everywhere']:+.1f}")
+    row("distilled tree over all features: fraction of oracle / first call share (features + tree)",
+        lambda n, r: f"{r['distilled_full']['mean_fraction_of_oracle']:.4f} / "
+                     f"{100 * r['distilled_full']['dispatch_share_median']:.1f} %")
     row("median test input: run ms", lambda n, r: f"{r['overhead']['median_input_run_ms']:.3f}")
     row("features, median ms", lambda n, r: f"{r['overhead']['feature_ms_median']:.3f}")
     row("dispatch first call, median ms", lambda n, r: f"{r['overhead']['dispatch_ms_median']:.3f}")
@@ -1023,6 +1119,8 @@ def markdown(rep: dict[str, Any], stem: str) -> str:
     row("**dispatch share at the median input: first call**", lambda n, r: f"{100 * r['dispatch_share_median']:.1f} %")
     row("**... kept with the object (`bind`)**", lambda n, r: f"{100 * r['dispatch_share_median_kept']:.2f} %")
     row("**... host features**", lambda n, r: f"{100 * r['dispatch_share_median_host_features']:.2f} %")
+    row("**... distilled tree, first call (`bind`)**",
+        lambda n, r: f"{100 * r['distilled']['dispatch_share_median']:.2f} % ({1e3 * r['distilled']['dispatch_ms_median']:.2f} us)")
     row("... kept, round 2's `select` (label look-up)",
         lambda n, r: f"{100 * r['dispatch_share_median_kept_select']:.2f} %")
     row("**... first call, features prefetched at fix time**",

@@ -53,7 +53,7 @@ _LAZY: dict[str, str] = {
     "LazyArray": "adaptune.lang", "FlushStats": "adaptune.lang", "FallbackWarning": "adaptune.lang",
     # nested data-parallel operators (adaptune.lang.ndp)
     "ndp_computation": "adaptune.lang.ndp", "NdpComputation": "adaptune.lang.ndp", "NdpProgram": "adaptune.lang.ndp",
-    "KeptDispatch": "adaptune.kernels.dispatch",
+    "KeptDispatch": "adaptune.kernels.dispatch", "DistilledDispatch": "adaptune.kernels.dispatch",
     "prefetch_features": "adaptune.kernels.features",
     # threshold tuning over multi-versioned code (seed 003)
     "ThresholdProgram": "adaptune.thresholds", "ThresholdModel": "adaptune.thresholds",

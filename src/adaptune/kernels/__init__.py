@@ -4,7 +4,8 @@ Kernels are written once in a portable dialect (`dialect.h`) and run through CuP
 `spmv` (CSR-scalar, CSR-vector, load-balanced CSR, ELL, DIA, cuSPARSE prepared / convenience, torch.sparse),
 `histogram` (8/16/32-bit keys, 16..65,536 bins: global, run-aggregated, privatised x1/x8/x32, sort, CUB),
 `sort` (merge, bitonic, presorted-aware, CUB radix, PyTorch), `bfs` (9 variants), `features`, `inputs`
-(generators), `dispatch` (KeptDispatch: the choice kept with the input object), `device`.
+(generators), `dispatch` (KeptDispatch: the choice kept with the input object; DistilledDispatch: a first
+call from host metadata through `distilled`, a cost-aware tree compiled into closures), `device`.
 """
 
 from adaptune.kernels.device import CupyDevice, Device, KernelSourceError, OpenCLDevice
