@@ -6,7 +6,9 @@
 #      check fixed), for the first-configuration evaluation;
 #   2. noise control: run 5's ok kernels re-measured with more and longer batches (5 x ~100 us instead of
 #      3 x ~50 us), so the same kernels show how much of the noise the timing itself causes;
-#   3. new kernels: the working set minus every kernel in data/lscat_h100/kernels.csv, with the same settings.
+#   3. new kernels: the working set minus every kernel in data/lscat_h100/kernels.csv, with the same timing
+#      settings and the ``index`` buffer rule (pointers sized to the highest index read from the source,
+#      adaptune.predict.indexbound), so the crash rate can be compared with runs 3-5's 4xy+64k (22 %).
 # Afterwards, on the dev host:
 #   python benchmarks/lscat_merge.py --run <files_at>/run6 --run-id 6
 #   python benchmarks/lscat_train.py --refresh-attrs        # scores per run incl. run 6
@@ -26,6 +28,6 @@ PY
 timeout 120 python3 benchmarks/lscat_examples.py --out "$OUT/examples.json" --repeats 20 --deadline-s 100
 timeout 150 python3 benchmarks/lscat_run.py --work data/lscat_work --out "$OUT/run5b" --include "$OUT/run5_ok.txt" \
     --batches 5 --batch-us 100 --deadline-s 120
-timeout 300 python3 benchmarks/lscat_run.py --work data/lscat_work --out "$OUT/run6" --exclude "$OUT/measured.txt" \
+timeout 300 python3 benchmarks/lscat_run.py --work data/lscat_work --out "$OUT/run6" --exclude "$OUT/measured.txt" --rule index \
     --batches 5 --batch-us 100 --deadline-s 260
 ls -la "$OUT" "$OUT"/run*

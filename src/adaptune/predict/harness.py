@@ -184,7 +184,12 @@ def measure_kernel(item: dict, sizes: Sequence[int], cubin_path: str | None = No
             out["rows"] += [(size, bx, by, None, SKIPPED, None) for bx, by in corpus.SHAPES]
             out["status"] = "budget"
             continue
-        plan = corpus.build_args(params, size, size, rule)
+        bounds = None
+        if rule == "index":
+            from adaptune.predict import indexbound
+
+            bounds = indexbound.pointer_bounds(item["source"], item["function"], params, size, size, two_d)
+        plan = corpus.build_args(params, size, size, rule, bounds)
         try:
             args = [_fill(cp, a, rng) if a.param.pointer else _scalar(np, a) for a in plan]
             cp.cuda.Device().synchronize()
