@@ -223,6 +223,25 @@ FEATURE_SETS = {
 
 
 PREVIOUS_ROUND = """\
+## Earlier: round 2 (runs 1-4; 2,716 kernels, 8,070 samples; scored at commit 5c4404a)
+
+| chooser | seed's score (mean min/t) |
+|---|---|
+| always 1024 | 0.8593 |
+| best fixed shape (32x32, chosen on all data) | 0.8679 |
+| random (expected) | 0.8106 |
+| CUDA occupancy API | 0.8609 |
+| forest:size_only | 0.8728 ± 0.0010 |
+| forest:source | 0.9029 ± 0.0006 |
+| forest:source+ptx | 0.9035 ± 0.0002 |
+| forest:source+ptx+attrs | 0.9038 ± 0.0002 |
+| forest:tokens | 0.9007 ± 0.0005 |
+| forest:source+tokens | 0.9036 ± 0.0010 |
+
+Two sweeps then (runs 3-4, 5,975 samples): oracle of sweep 1 on sweep 2 0.9170, of sweep 2 on sweep 1
+0.9109; model trained on sweep 1 scored on sweep 2 0.9006 ± 0.0007; trained and scored on the mean of
+both 0.9104 ± 0.0007. Forests ran with n_jobs=-1 then (same seeds; results do not depend on threads).
+
 ## Earlier: round 1 (runs 1-2 only; 701 kernels, 2,088 samples; scored at commit 3768e67)
 
 | chooser | seed's score (mean min/t) |
@@ -291,6 +310,37 @@ def write_report(res: dict, out: Path) -> None:
                       f"{t1.get('oracle_via_twin_score', float('nan')):.4f}); the mean of two sweeps by "
                       f"{100 * (math.exp(tm['median_abs_log_ratio']) - 1):.1f} % (oracle via twin "
                       f"{tm.get('oracle_via_twin_score', float('nan')):.4f})."]
+    pr = res.get("per_run", {})
+    if pr:
+        def cell(r: dict, k: str) -> str:
+            v = r.get(k)
+            if isinstance(v, dict):
+                return f"{v['mean']:.4f} ± {v['sd']:.4f}"
+            return "–" if v is None else f"{v:.4f}"
+
+        lines += ["", f"## Per device run (the model: {res.get('best_model', '')}, trained by the grouped CV on all "
+                  "runs, its out-of-fold choices scored on each run's samples)", "",
+                  "| | " + " | ".join(pr) + " |", "|---|" + "---|" * len(pr),
+                  "| kernels / samples | " + " | ".join(f"{r['n_kernels']} / {r['n_samples']}" for r in pr.values())
+                  + " |"]
+        for label, key in (("always 1024", "score_always_1024"), ("random (expected)", "score_random"),
+                           ("CUDA occupancy API", "score_occupancy"),
+                           ("best fixed shape (all data)", "score_best_fixed_all_data"),
+                           ("model (sweep 1)", "score_model"),
+                           ("ceiling: oracle of sweep 1 scored on sweep 2", "ceiling_oracle_sweep1_on_sweep2"),
+                           ("ceiling: oracle of sweep 2 scored on sweep 1", "ceiling_oracle_sweep2_on_sweep1"),
+                           ("always 1024, scored on sweep 2", "always_1024_on_sweep2"),
+                           ("model, scored on sweep 2", "score_model_on_sweep2"),
+                           ("model on sweep 2 / ceiling", "model_share_of_ceiling_sweep2"),
+                           ("best shape the same in both sweeps", "best_shape_same_in_both_sweeps")):
+            lines.append(f"| {label} | " + " | ".join(cell(r, key) for r in pr.values()) + " |")
+        lines.append("| twins (1-D kernels): median diff. / oracle via twin | " + " | ".join(
+            (f"{100 * (math.exp(r['twins']['median_abs_log_ratio']) - 1):.1f} % / "
+             f"{r['twins'].get('oracle_via_twin_score', float('nan')):.4f}") if r.get("twins") else "–"
+            for r in pr.values()) + " |")
+        lines += ["", "Runs 1-2 timed each shape once (no sweep ceiling); their twin ceiling is the comparable "
+                  "noise measure. The runs differ in kernels as well as in settings, so a difference between "
+                  "runs is not the settings' effect alone."]
     if "examples_first_config" in res:
         lines += ["", "Examples (first configuration / best found): " + json.dumps(res["examples_first_config"])]
     lines += ["", PREVIOUS_ROUND]
@@ -320,6 +370,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(ROOT / "data" / "lscat_h100"))
     ap.add_argument("--work", default="", help="working set to (re)compute features from")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the .md/.png from the existing .json")
     ap.add_argument("--refresh-attrs", action="store_true",
                     help="rewrite the attr_ feature columns from kernels.csv (after a merge) before scoring")
     ap.add_argument("--seeds", type=int, default=5)
@@ -330,6 +381,9 @@ def main() -> None:
     ap.add_argument("--all-kernels", dest="only_clean", action="store_false",
                     help="also use complete sizes of kernels that faulted at a larger size")
     a = ap.parse_args()
+    if a.report_only:
+        write_report(json.loads(Path(a.out).with_suffix(".json").read_text()), Path(a.out))
+        return
     data = Path(a.data)
     if a.work:
         write_features(Path(a.work), data / "kernels.csv", data / "features.csv.gz")
