@@ -289,7 +289,7 @@ def write_report(res: dict, out: Path) -> None:
     if tw.get("n_samples"):
         def pm(d: dict) -> str:
             return f"{d['mean']:.4f} ± {d['sd']:.4f}"
-        lines += ["", f"## Two interleaved sweeps (runs 3-4: {tw['n_kernels']} kernels, {tw['n_samples']} samples)",
+        lines += ["", f"## Two interleaved sweeps (runs 3-5: {tw['n_kernels']} kernels, {tw['n_samples']} samples)",
                   "", "Every shape timed twice, in two sweeps over the 20 shapes. Sweep-to-sweep difference of one "
                   f"launch: median {100 * (math.exp(tw['sweep_median_abs_log_ratio']) - 1):.1f} %, p90 "
                   f"{100 * (math.exp(tw['sweep_p90_abs_log_ratio']) - 1):.1f} %; the best shape is the same in "
