@@ -28,6 +28,6 @@ PY
 timeout 120 python3 benchmarks/lscat_examples.py --out "$OUT/examples.json" --repeats 20 --deadline-s 100
 timeout 150 python3 benchmarks/lscat_run.py --work data/lscat_work --out "$OUT/run5b" --include "$OUT/run5_ok.txt" \
     --batches 5 --batch-us 100 --deadline-s 120
-timeout 300 python3 benchmarks/lscat_run.py --work data/lscat_work --out "$OUT/run6" --exclude "$OUT/measured.txt" --rule index \
-    --batches 5 --batch-us 100 --deadline-s 260
+timeout 270 python3 benchmarks/lscat_run.py --work data/lscat_work --out "$OUT/run6" --exclude "$OUT/measured.txt" --rule index \
+    --batches 5 --batch-us 100 --deadline-s 230
 ls -la "$OUT" "$OUT"/run*
