@@ -6,7 +6,13 @@ For each example (vector_add, matmul, convolution, reduction) it times (a) a see
 CUDA space plus its default, whose best stands for the tuned optimum, and (b) the default configuration
 with every block shape the space allows, so any predicted first configuration can be scored offline
 against the optimum (benchmarks/lscat_train.py). Reuses examples/check_cuda.py's problem set-up and
-correctness checks; each time is the median of 5 launches after a warm-up (CUDA events).
+correctness checks; each time is the median of ``--repeats`` launches after a warm-up (CUDA events).
+
+check_cuda's checks expect the state after exactly two launches (warm-up + timed): the reduction with
+``use_atomics=1`` adds into its output on every launch. Round 2's file timed 5 launches after the warm-up
+and so marked every ``use_atomics=1`` row as failing its check (66 of 126 reduction rows). Now every array
+argument is saved before timing and restored after it, and the kernel is launched twice more, so the
+check sees what it expects.
 """
 
 from __future__ import annotations
@@ -67,6 +73,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--sample", type=int, default=120)
     ap.add_argument("--deadline-s", type=float, default=150.0)
+    ap.add_argument("--repeats", type=int, default=20, help="timed launches a configuration (median)")
     a = ap.parse_args()
     import cupy as cp
 
@@ -78,6 +85,7 @@ def main() -> None:
         source = "".join(f"#define {k} {int(v)}\n" for k, v in defines.items()) + (
             ROOT / "examples" / example / "kernel.cu").read_text()
         kernel = cp_.RawModule(code=source, options=("-std=c++17",)).get_function(name)
+        saved = {i: arg.copy() for i, arg in enumerate(args) if isinstance(arg, cp_.ndarray)}
         try:
             kernel(grid, block, tuple(args))
         except cp_.cuda.driver.CUDADriverError as exc:
@@ -86,12 +94,17 @@ def main() -> None:
             raise
         times = []
         start, stop = cp_.cuda.Event(), cp_.cuda.Event()
-        for _ in range(5):
+        for _ in range(a.repeats):
             start.record()
             kernel(grid, block, tuple(args))
             stop.record()
             stop.synchronize()
             times.append(cp_.cuda.get_elapsed_time(start, stop))
+        for i, arr in saved.items():  # back to the state before timing, then the two launches the check expects
+            args[i][...] = arr
+        kernel(grid, block, tuple(args))
+        kernel(grid, block, tuple(args))
+        cp_.cuda.get_current_stream().synchronize()
         return float(np.median(times))
 
     chosen: dict[str, Any] = {}

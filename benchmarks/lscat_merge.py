@@ -21,7 +21,8 @@ ROW_FIELDS = ["kernel", "size", "bx", "by", "time_us", "status", "run", "time2_u
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--run", required=True, help="folder with kernels.csv, lscat_h100_rows.csv.gz, run_summary.json")
+    ap.add_argument("--run", required=True,
+                    help="folder with kernels.csv, lscat_h100_rows.csv.gz (or rows.csv.gz), run_summary.json")
     ap.add_argument("--run-id", required=True, type=int)
     ap.add_argument("--data", default="data/lscat_h100")
     a = ap.parse_args()
@@ -48,7 +49,10 @@ def main() -> None:
         w.writerows(old_k + new_k)
     with gzip.open(data / "rows.csv.gz", "rt", newline="") as fh:
         old_r = list(csv.DictReader(fh))
-    with gzip.open(run / "lscat_h100_rows.csv.gz", "rt", newline="") as fh:
+    rows_path = run / "lscat_h100_rows.csv.gz"
+    if not rows_path.exists():  # a run already copied into the data folder (e.g. data/lscat_h100/run5/)
+        rows_path = run / "rows.csv.gz"
+    with gzip.open(rows_path, "rt", newline="") as fh:
         new_r = list(csv.DictReader(fh))
     for r in new_r:
         r["run"] = str(a.run_id)

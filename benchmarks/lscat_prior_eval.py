@@ -66,28 +66,36 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--budget", type=int, default=60)
     ap.add_argument("--frac", type=float, default=0.95)
+    ap.add_argument("--candidates", choices=("timed", "checked"), default="timed",
+                    help="timed: every timed configuration (round 2's definition); checked: only those whose "
+                         "result passed the example's check (reduction's use_atomics=1 rows failed it, see "
+                         "benchmarks/lscat_examples.py)")
     a = ap.parse_args()
     data = json.loads(Path(a.times).read_text())
     out: dict = {"device": data.get("device"), "seeds": a.seeds, "budget": a.budget, "frac": a.frac,
+                 "candidates": a.candidates,
                  "examples": {}, "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     for ex, (kname, elements) in KERNELS.items():
-        rows = [r for r in data["examples"][ex]["rows"] if r.get("ms") is not None and not r.get("refused")]
+        rows = [r for r in data["examples"][ex]["rows"] if r.get("ms") is not None and not r.get("refused")
+                and (a.candidates == "timed" or r.get("ok"))]
         rp = replay_of(rows, ex)
         source = (ROOT / "examples" / ex / "kernel.cu").read_text()
         perf = shape_scores(source, kname, size=int(math.sqrt(elements)))
         two_d = corpus.is_2d(source)
         priors = {"shape+work": space_prior(rp.space, perf, two_d, 0.1),
-                  "shape": space_prior(rp.space, perf, two_d, 0.0)}
+                  "shape": space_prior(rp.space, perf, two_d, 0.0),
+                  "shape+work+switches": space_prior(rp.space, perf, two_d, 0.1, 0.1)}
         default = data["examples"][ex]["default"]
         cfgs = list(rp.space.configs())
         key = [json.dumps(c, sort_keys=True) for c in cfgs]
-        t_default = rp.values[key.index(json.dumps(default, sort_keys=True))]
+        t_default = (rp.values[key.index(json.dumps(default, sort_keys=True))]
+                     if json.dumps(default, sort_keys=True) in key else None)  # None: the default failed the check
         bshape = corpus.SHAPES[int(np.argmax(perf))]
         bshape = bshape if two_d else (bshape[0] * bshape[1], 1)
         block_first = first_config(rp.space, bshape, base=default)
         t_block_first = rp.values[key.index(json.dumps(block_first, sort_keys=True))] if block_first in cfgs else None
         e: dict = {"configs": len(rp.space), "optimum_ms": rp.optimum, "predicted_shape": list(bshape),
-                   "first_config": {"default": rp.optimum / t_default,
+                   "first_config": {"default": rp.optimum / t_default if t_default else None,
                                     "predicted_block_other_defaults": (rp.optimum / t_block_first
                                                                        if t_block_first else None)},
                    "strategies": {}}
@@ -97,6 +105,7 @@ def main() -> None:
             e["first_config"][f"prior_top_{pname}_config"] = cfgs[i]
         runs = {"warm+prior(shape+work)": ("warm", {"prior": priors["shape+work"]}),
                 "warm+prior(shape)": ("warm", {"prior": priors["shape"]}),
+                "warm+prior(shape+work+switches)": ("warm", {"prior": priors["shape+work+switches"]}),
                 "auto (no prior)": ("auto", {}), "random": ("random", {})}
         for sname, (strategy, opts) in runs.items():
             hits, firsts, at10 = [], [], []
@@ -119,7 +128,8 @@ def main() -> None:
     for sname in next(iter(out["examples"].values()))["strategies"]:
         out[f"mean_evals_to_frac[{sname}]"] = float(np.mean(
             [e["strategies"][sname]["evals_to_frac_mean_censored"] for e in out["examples"].values()]))
-    for k in ("default", "predicted_block_other_defaults", "prior_top_shape", "prior_top_shape+work"):
+    for k in ("default", "predicted_block_other_defaults", "prior_top_shape", "prior_top_shape+work",
+              "prior_top_shape+work+switches"):
         vals = [e["first_config"][k] for e in out["examples"].values() if e["first_config"].get(k) is not None]
         out[f"mean_first_config[{k}]"] = float(np.mean(vals)) if vals else None
     Path(a.out).write_text(json.dumps(out, indent=1, default=str))

@@ -54,9 +54,10 @@ class Workers:
     replaced by a standby, which creates its context and warms up only then, when nothing else is timed."""
 
     def __init__(self, sizes: list[int], budget_s: float, standbys: int = 3, rule: str = "2xy",
-                 passes: int = 1) -> None:
+                 passes: int = 1, batches: int = 3, batch_ms: float = 0.05) -> None:
         self.ctx = mp.get_context("spawn")
         self.sizes, self.budget_s, self.rule, self.passes = sizes, budget_s, rule, passes
+        self.batches, self.batch_ms = batches, batch_ms
         self.active = self._start()
         self.standby = [self._start() for _ in range(standbys)]
         self.dead: list = []
@@ -64,7 +65,8 @@ class Workers:
 
     def _start(self) -> tuple:
         parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=harness.worker_main, args=(child, self.sizes, self.budget_s, self.rule, self.passes),
+        proc = self.ctx.Process(target=harness.worker_main, args=(child, self.sizes, self.budget_s, self.rule, self.passes,
+                                                                        self.batches, self.batch_ms),
                                 daemon=True)
         proc.start()
         child.close()
@@ -134,8 +136,12 @@ def main() -> None:
     ap.add_argument("--abort-after", type=int, default=40, help="stop if none of the first N kernels ran ok")
     ap.add_argument("--skip", type=int, default=0, help="skip the first N kernels of the working set")
     ap.add_argument("--exclude", default="", help="file of kernel ids to leave out (measured in an earlier run)")
+    ap.add_argument("--include", default="", help="file of kernel ids: measure only these (e.g. re-measure a run's "
+                                                  "kernels with other timing settings, to compare noise on one set)")
     ap.add_argument("--rule", default="4xy+64k", help="buffer sizing rule (corpus.BUFFER_RULES)")
     ap.add_argument("--passes", type=int, default=2, help="interleaved timing sweeps over the 20 shapes")
+    ap.add_argument("--batches", type=int, default=3, help="batches of back-to-back launches a measurement (median)")
+    ap.add_argument("--batch-us", type=float, default=50.0, help="about this long a batch (at most 20 launches)")
     ap.add_argument("--standbys", type=int, default=6, help="warm measuring workers waiting for a crash")
     a = ap.parse_args()
     t0 = time.time()
@@ -147,6 +153,9 @@ def main() -> None:
     if a.exclude:
         seen = set(Path(a.exclude).read_text().split())
         items = [it for it in items if it["id"] not in seen]
+    if a.include:
+        wanted = set(Path(a.include).read_text().split())
+        items = [it for it in items if it["id"] in wanted]
     if a.limit:
         items = items[:a.limit]
     cubin_dir = "/tmp/lscat_cubin"
@@ -173,7 +182,7 @@ def main() -> None:
 
     # Compile everything first (all cores), then close the pool: the measuring worker and the standbys
     # that replace crashed workers then have the CPU to themselves.
-    workers = Workers(sizes, a.kernel_budget_s, a.standbys, a.rule, a.passes)  # they start meanwhile
+    workers = Workers(sizes, a.kernel_budget_s, a.standbys, a.rule, a.passes, a.batches, a.batch_us / 1000.0)  # they start meanwhile
     compiled: dict[str, tuple[str | None, str]] = {}
     with ProcessPoolExecutor(a.jobs) as pool:
         for fut in as_completed([pool.submit(_compile, it, cubin_dir) for it in items]):
@@ -209,7 +218,7 @@ def main() -> None:
         shutil.copyfileobj(src, dst)
     os.remove(out / "rows.csv")
     summary = {"kernels_attempted": sum(counts.values()), "status_counts": counts, "sizes": sizes,
-               "buffer_rule": a.rule, "passes": a.passes, "kernel_timeout_s": a.kernel_timeout_s,
+               "buffer_rule": a.rule, "passes": a.passes, "batches": a.batches, "batch_us": a.batch_us, "kernel_timeout_s": a.kernel_timeout_s,
                "kernel_budget_s": a.kernel_budget_s,
                "restarts": workers.restarts, "wall_s": round(time.time() - t0, 1)}
     try:

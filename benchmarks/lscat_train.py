@@ -70,6 +70,29 @@ def write_features(work: Path, kernels_csv: Path, out: Path) -> None:
             w.writerow({k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()})
 
 
+def refresh_attr_features(kernels_csv: Path, path: Path) -> int:
+    """Rewrite the ``attr_`` columns of ``features.csv.gz`` from kernels.csv (device attributes of kernels
+    merged after the features were computed, e.g. run 5), leaving source/PTX/token columns as they are.
+    Needs no corpus. Returns the number of kernels whose attributes changed."""
+    attrs = _read_csv(kernels_csv)
+    with gzip.open(path, "rt", newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields, rows = list(reader.fieldnames or []), list(reader)
+    changed = 0
+    for r in rows:
+        a = attrs.get(r["kernel"], {})
+        new = features.attr_features({k: int(float(a[k])) for k in features.ATTR_FEATURES if a.get(k)})
+        new_s = {k: str(round(v, 5)) for k, v in new.items()}
+        if any(str(round(float(r[k] or 0), 5)) != v for k, v in new_s.items()):
+            changed += 1
+        r.update(new_s)
+    with gzip.open(path, "wt", newline="") as fh:
+        w = csv.DictWriter(fh, fields)
+        w.writeheader()
+        w.writerows(rows)
+    return changed
+
+
 def load_features(path: Path) -> tuple[dict[str, dict[str, float]], dict[str, str]]:
     feats, repos = {}, {}
     with gzip.open(path, "rt", newline="") as fh:
@@ -102,7 +125,7 @@ def noise_twins(s: model.Samples, kinfo: dict[str, dict[str, str]]) -> dict:
 
 
 def two_sweeps(s: model.Samples, kinfo: dict[str, dict[str, str]], x: np.ndarray, groups: np.ndarray,
-               seeds: int) -> dict:
+               seeds: int, n_jobs: int = 1) -> dict:
     """Runs 3- time every shape twice, in two interleaved sweeps. Choosing on one sweep and scoring on the
     other is the honest ceiling of any chooser that sees one measurement; averaging the sweeps shows what
     more repeats a shape change. ``x`` is the best feature set's matrix for all samples."""
@@ -131,12 +154,61 @@ def two_sweeps(s: model.Samples, kinfo: dict[str, dict[str, str]], x: np.ndarray
     out["twins_sweep1"] = noise_twins(model.Samples(s.kernel[two], s.size[two], t1, p1, s.n_rows, 0), kinfo)
     g = groups[two]
     for name, train, score_on in (("train_sweep1", p1, {"sweep2": p2}), ("train_mean_of_sweeps", pm, {})):
-        runs = [model.grouped_cv(x[two], train, g, seed, score_on=score_on) for seed in range(seeds)]
+        runs = [model.grouped_cv(x[two], train, g, seed, score_on=score_on, n_jobs=n_jobs) for seed in range(seeds)]
         out[name] = {k: {"mean": float(np.mean([r[k] for r in runs])), "sd": float(np.std([r[k] for r in runs],
                                                                                           ddof=1))}
                      for k in runs[0]}
         print(f"two sweeps, {name}: " + ", ".join(f"{k} {v['mean']:.4f} ± {v['sd']:.4f}"
                                                    for k, v in out[name].items()), flush=True)
+    return out
+
+
+RUN_GROUPS = {"runs 1-2": ("1", "2"), "runs 3-4": ("3", "4"), "run 5": ("5",)}
+
+
+def _mean_sd(v: list[float]) -> dict[str, float]:
+    return {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0}
+
+
+def per_run(s: model.Samples, kinfo: dict[str, dict[str, str]], occ: np.ndarray,
+            model_choices: list[np.ndarray]) -> dict[str, dict]:
+    """Scores and noise ceilings of each group of device runs (runs 1-2, 3-4 and 5 differ in buffer rule,
+    sweeps and standby handling). The model's choices are the out-of-fold choices of the CV on all runs
+    (one array a seed), only scored on the run's samples. Ceilings: an oracle that picks the best shape
+    from one sweep and is scored on the other (runs with two sweeps), and an oracle forced to take the
+    twin of the best shape (1-D kernels, every run)."""
+    run_of = np.array([kinfo.get(k, {}).get("run", "") for k in s.kernel])
+    fixed = int(s.perf.mean(axis=0).argmax())
+    out: dict[str, dict] = {}
+    for name, ids in RUN_GROUPS.items():
+        m = np.isin(run_of, ids)
+        if not m.any():
+            continue
+        p = s.perf[m]
+        r: dict = {"n_kernels": int(len(set(s.kernel[m]))), "n_samples": int(m.sum()),
+                   "score_always_1024": metric.score(p, metric.always(p)), "score_random": metric.random_score(p),
+                   "score_occupancy": metric.score(p, occ[m]), "score_best_fixed_all_data": metric.score(
+                       p, metric.always(p, fixed)),
+                   "score_model": _mean_sd([metric.score(p, c[m]) for c in model_choices])}
+        sub = model.Samples(s.kernel[m], s.size[m], s.times[m], p, 0, 0)
+        r["twins"] = noise_twins(sub, kinfo)
+        if s.times2 is not None:
+            two = m & np.isfinite(s.times2).all(axis=1)
+            if two.sum() >= 50:
+                p1, p2 = s.perf[two], metric.relative_performance(s.times2[two])
+                b1, b2 = p1.argmax(axis=1), p2.argmax(axis=1)
+                r.update({
+                    "n_samples_two_sweeps": int(two.sum()),
+                    "sweep_median_abs_log_ratio": float(np.median(np.abs(np.log(s.times[two] / s.times2[two])))),
+                    "best_shape_same_in_both_sweeps": float((b1 == b2).mean()),
+                    "ceiling_oracle_sweep1_on_sweep2": metric.score(p2, b1),
+                    "ceiling_oracle_sweep2_on_sweep1": metric.score(p1, b2),
+                    "always_1024_on_sweep2": metric.score(p2, metric.always(p2)),
+                    "score_model_on_sweep2": _mean_sd([metric.score(p2, c[two]) for c in model_choices]),
+                })
+                r["model_share_of_ceiling_sweep2"] = r["score_model_on_sweep2"]["mean"] / r[
+                    "ceiling_oracle_sweep1_on_sweep2"]
+        out[name] = r
     return out
 
 
@@ -151,6 +223,25 @@ FEATURE_SETS = {
 
 
 PREVIOUS_ROUND = """\
+## Earlier: round 2 (runs 1-4; 2,716 kernels, 8,070 samples; scored at commit 5c4404a)
+
+| chooser | seed's score (mean min/t) |
+|---|---|
+| always 1024 | 0.8593 |
+| best fixed shape (32x32, chosen on all data) | 0.8679 |
+| random (expected) | 0.8106 |
+| CUDA occupancy API | 0.8609 |
+| forest:size_only | 0.8728 ± 0.0010 |
+| forest:source | 0.9029 ± 0.0006 |
+| forest:source+ptx | 0.9035 ± 0.0002 |
+| forest:source+ptx+attrs | 0.9038 ± 0.0002 |
+| forest:tokens | 0.9007 ± 0.0005 |
+| forest:source+tokens | 0.9036 ± 0.0010 |
+
+Two sweeps then (runs 3-4, 5,975 samples): oracle of sweep 1 on sweep 2 0.9170, of sweep 2 on sweep 1
+0.9109; model trained on sweep 1 scored on sweep 2 0.9006 ± 0.0007; trained and scored on the mean of
+both 0.9104 ± 0.0007. Forests ran with n_jobs=-1 then (same seeds; results do not depend on threads).
+
 ## Earlier: round 1 (runs 1-2 only; 701 kernels, 2,088 samples; scored at commit 3768e67)
 
 | chooser | seed's score (mean min/t) |
@@ -198,7 +289,7 @@ def write_report(res: dict, out: Path) -> None:
     if tw.get("n_samples"):
         def pm(d: dict) -> str:
             return f"{d['mean']:.4f} ± {d['sd']:.4f}"
-        lines += ["", f"## Two interleaved sweeps (runs 3-4: {tw['n_kernels']} kernels, {tw['n_samples']} samples)",
+        lines += ["", f"## Two interleaved sweeps (runs 3-5: {tw['n_kernels']} kernels, {tw['n_samples']} samples)",
                   "", "Every shape timed twice, in two sweeps over the 20 shapes. Sweep-to-sweep difference of one "
                   f"launch: median {100 * (math.exp(tw['sweep_median_abs_log_ratio']) - 1):.1f} %, p90 "
                   f"{100 * (math.exp(tw['sweep_p90_abs_log_ratio']) - 1):.1f} %; the best shape is the same in "
@@ -219,6 +310,37 @@ def write_report(res: dict, out: Path) -> None:
                       f"{t1.get('oracle_via_twin_score', float('nan')):.4f}); the mean of two sweeps by "
                       f"{100 * (math.exp(tm['median_abs_log_ratio']) - 1):.1f} % (oracle via twin "
                       f"{tm.get('oracle_via_twin_score', float('nan')):.4f})."]
+    pr = res.get("per_run", {})
+    if pr:
+        def cell(r: dict, k: str) -> str:
+            v = r.get(k)
+            if isinstance(v, dict):
+                return f"{v['mean']:.4f} ± {v['sd']:.4f}"
+            return "–" if v is None else f"{v:.4f}"
+
+        lines += ["", f"## Per device run (the model: {res.get('best_model', '')}, trained by the grouped CV on all "
+                  "runs, its out-of-fold choices scored on each run's samples)", "",
+                  "| | " + " | ".join(pr) + " |", "|---|" + "---|" * len(pr),
+                  "| kernels / samples | " + " | ".join(f"{r['n_kernels']} / {r['n_samples']}" for r in pr.values())
+                  + " |"]
+        for label, key in (("always 1024", "score_always_1024"), ("random (expected)", "score_random"),
+                           ("CUDA occupancy API", "score_occupancy"),
+                           ("best fixed shape (all data)", "score_best_fixed_all_data"),
+                           ("model (sweep 1)", "score_model"),
+                           ("ceiling: oracle of sweep 1 scored on sweep 2", "ceiling_oracle_sweep1_on_sweep2"),
+                           ("ceiling: oracle of sweep 2 scored on sweep 1", "ceiling_oracle_sweep2_on_sweep1"),
+                           ("always 1024, scored on sweep 2", "always_1024_on_sweep2"),
+                           ("model, scored on sweep 2", "score_model_on_sweep2"),
+                           ("model on sweep 2 / ceiling", "model_share_of_ceiling_sweep2"),
+                           ("best shape the same in both sweeps", "best_shape_same_in_both_sweeps")):
+            lines.append(f"| {label} | " + " | ".join(cell(r, key) for r in pr.values()) + " |")
+        lines.append("| twins (1-D kernels): median diff. / oracle via twin | " + " | ".join(
+            (f"{100 * (math.exp(r['twins']['median_abs_log_ratio']) - 1):.1f} % / "
+             f"{r['twins'].get('oracle_via_twin_score', float('nan')):.4f}") if r.get("twins") else "–"
+            for r in pr.values()) + " |")
+        lines += ["", "Runs 1-2 timed each shape once (no sweep ceiling); their twin ceiling is the comparable "
+                  "noise measure. The runs differ in kernels as well as in settings, so a difference between "
+                  "runs is not the settings' effect alone."]
     if "examples_first_config" in res:
         lines += ["", "Examples (first configuration / best found): " + json.dumps(res["examples_first_config"])]
     lines += ["", PREVIOUS_ROUND]
@@ -248,16 +370,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(ROOT / "data" / "lscat_h100"))
     ap.add_argument("--work", default="", help="working set to (re)compute features from")
+    ap.add_argument("--report-only", action="store_true", help="rewrite the .md/.png from the existing .json")
+    ap.add_argument("--refresh-attrs", action="store_true",
+                    help="rewrite the attr_ feature columns from kernels.csv (after a merge) before scoring")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--jobs", type=int, default=1, help="forest threads (1 on a shared host)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lscat_h100"))
     ap.add_argument("--kinds", default="forest")
     ap.add_argument("--sets", default=",".join(FEATURE_SETS), help="feature sets to score")
     ap.add_argument("--all-kernels", dest="only_clean", action="store_false",
                     help="also use complete sizes of kernels that faulted at a larger size")
     a = ap.parse_args()
+    if a.report_only:
+        write_report(json.loads(Path(a.out).with_suffix(".json").read_text()), Path(a.out))
+        return
     data = Path(a.data)
     if a.work:
         write_features(Path(a.work), data / "kernels.csv", data / "features.csv.gz")
+    elif a.refresh_attrs:
+        print(f"attr_ features refreshed for {refresh_attr_features(data / 'kernels.csv', data / 'features.csv.gz')}"
+              " kernels", flush=True)
     feats, repos = load_features(data / "features.csv.gz")
     kinfo = _read_csv(data / "kernels.csv")
     clean = {k for k, r in kinfo.items() if r["status"] == "ok"} if a.only_clean else None
@@ -288,26 +420,36 @@ def main() -> None:
     }
     all_names = sorted({n for f in feats.values() for n in f})
     t0 = time.time()
+    choices: dict[str, list[np.ndarray]] = {}
     for kind in a.kinds.split(","):
         for set_name in a.sets.split(","):
             prefixes = FEATURE_SETS[set_name]
             names = [n for n in all_names if prefixes != ("",) and n.startswith(prefixes)]
             x = model.feature_matrix(s, feats, names)
-            runs = [model.grouped_cv(x, perf, groups, seed, kind) for seed in range(a.seeds)]
+            runs, key = [], f"{kind}:{set_name}"
+            for seed in range(a.seeds):
+                choice, common = model.grouped_cv_choices(x, perf, groups, seed, kind, n_jobs=a.jobs)
+                choices.setdefault(key, []).append(choice)
+                runs.append({"score_model": metric.score(perf, choice),
+                             "geomean_model": metric.geomean_ratio(perf, choice),
+                             "score_most_common": metric.score(perf, common)})
             summary = {k: {"mean": float(np.mean([r[k] for r in runs])), "sd": float(np.std([r[k] for r in runs],
                                                                                               ddof=1))}
                        for k in runs[0]}
             summary["n_features"] = len(names) + 1
-            res["models"][f"{kind}:{set_name}"] = summary
+            res["models"][key] = summary
             print(f"{kind:7s} {set_name:18s} score {summary['score_model']['mean']:.4f} ± "
                   f"{summary['score_model']['sd']:.4f}  most-common {summary['score_most_common']['mean']:.4f}"
                   f"  ({time.time() - t0:.0f}s)", flush=True)
     best_key = max(res["models"], key=lambda k: res["models"][k]["score_model"]["mean"])
     res["best_model"] = best_key
+    res["per_run"] = per_run(s, kinfo, occ, choices[best_key])
+    for name, r in res["per_run"].items():
+        print(f"{name}: " + json.dumps({k: v for k, v in r.items() if not isinstance(v, dict)}), flush=True)
     prefixes = FEATURE_SETS[best_key.split(":", 1)[1]]
     x_best = model.feature_matrix(s, feats, [n for n in all_names if prefixes != ("",) and n.startswith(prefixes)])
     try:
-        res["two_sweeps"] = two_sweeps(s, kinfo, x_best, groups, a.seeds)
+        res["two_sweeps"] = two_sweeps(s, kinfo, x_best, groups, a.seeds, a.jobs)
     except Exception as exc:  # noqa: BLE001 - the main scores stand without it
         res["two_sweeps"] = {"error": repr(exc)}
     res["score_model"] = res["models"][best_key]["score_model"]["mean"]

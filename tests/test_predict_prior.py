@@ -38,3 +38,19 @@ def test_two_d_prior_uses_aspect_and_warm_asks_the_top_configuration_first():
     strategy = make_strategy("warm", space, seed=1, prior=prior)
     first = configs[strategy.ask()]
     assert (first["block_size_x"], first["block_size_y"]) == (16, 16)
+
+
+def test_first_pick_turns_optimisation_switches_on_but_keeps_the_block_shape_first():
+    from adaptune.predict.prior import first_pick, switch_penalty
+
+    space = Space({"block_size_x": [64, 256, 1024], "tile_size_x": [1, 2, 4, 8, 16], "use_shmem": [0, 1],
+                   "read_only": [0, 1], "mode": [0, 1]})
+    perf = _perf((256, 1), (1024, 1))
+    top = first_pick(space, perf, two_d=False)
+    assert top == {"block_size_x": 256, "tile_size_x": 4, "use_shmem": 1, "read_only": 1, "mode": 0}
+    # without the switch rule the switches tie and the first enumerated value (0) wins
+    plain = space.config(int(np.argmin(space_prior(space, perf, two_d=False))))
+    assert plain["use_shmem"] == 0 and plain["block_size_x"] == 256
+    pen = switch_penalty(space)
+    assert set(np.round(pen, 3)) == {0.0, 0.5, 1.0}  # 'mode' is not an optimisation switch
+    assert np.allclose(switch_penalty(Space({"block_size_x": [32, 64], "use_x": [1]})), 0.0)

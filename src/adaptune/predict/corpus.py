@@ -104,17 +104,26 @@ def scalar_value(name: str, x: int, y: int) -> int:
     return {"X": x, "Y": y, "XY": x * y, "2": 2, "1": 1}[size_role(name)]
 
 
-#: Buffer sizing rules: "2xy" (runs 1-2: 2*X*Y elements) and "4xy+64k" (runs 3-: 4*X*Y + 65536
-#: elements, so kernels that index 3 or 4 values a thread, or overrun a guard by a block, stay in bounds).
-BUFFER_RULES = ("2xy", "4xy+64k")
+#: Buffer sizing rules: "2xy" (runs 1-2: 2*X*Y elements) and "4xy+64k" (runs 3-5: 4*X*Y + 65536
+#: elements, so kernels that index 3 or 4 values a thread, or overrun a guard by a block, stay in bounds);
+#: "index": 4xy+64k, or a pointer's highest index read from the source (adaptune.predict.indexbound)
+#: + 1 when that is larger and at most INDEX_RULE_CAP elements.
+BUFFER_RULES = ("2xy", "4xy+64k", "index")
+
+#: Most elements the ``index`` rule gives one pointer (2 GiB of doubles; an H100 has 80 GB).
+INDEX_RULE_CAP = 1 << 28
 
 
-def buffer_elements(x: int, y: int, rule: str = "2xy") -> int:
-    """Elements per pointer argument under ``rule`` (LS-CAT: X * Y bytes; see the module docstring)."""
+def buffer_elements(x: int, y: int, rule: str = "2xy", bound: int | None = None) -> int:
+    """Elements per pointer argument under ``rule`` (LS-CAT: X * Y bytes; see the module docstring);
+    ``bound`` is the pointer's highest index for the ``index`` rule (None: not bounded)."""
     if rule == "2xy":
         return 2 * x * y
     if rule == "4xy+64k":
         return 4 * x * y + 65536
+    if rule == "index":
+        base = 4 * x * y + 65536
+        return bound + 1 if bound is not None and base < bound + 1 <= INDEX_RULE_CAP else base
     raise CorpusError(f"unknown buffer rule {rule!r}; known: {', '.join(BUFFER_RULES)}")
 
 
@@ -220,12 +229,14 @@ class Arg:
     elements: int = 0                  # buffers: elements (each of `lanes` lanes)
 
 
-def build_args(params: Sequence[Param], x: int, y: int, rule: str = "2xy") -> list[Arg]:
-    """Argument plan for matrix size (x, y) by the documented sizing rule (buffer ``rule``)."""
+def build_args(params: Sequence[Param], x: int, y: int, rule: str = "2xy",
+               bounds: Mapping[str, int | None] | None = None) -> list[Arg]:
+    """Argument plan for matrix size (x, y) by the documented sizing rule (buffer ``rule``; ``bounds``:
+    each pointer's highest index, for the ``index`` rule)."""
     out = []
     for p in params:
         if p.pointer:
-            out.append(Arg(p, elements=buffer_elements(x, y, rule)))
+            out.append(Arg(p, elements=buffer_elements(x, y, rule, (bounds or {}).get(p.name))))
         else:
             out.append(Arg(p, value=scalar_value(p.name, x, y)))
     return out

@@ -128,9 +128,9 @@ def _time_launches(cp: Any, launch: Any, first_ms: float, target_ms: float = 0.0
     return times[len(times) // 2]
 
 
-def _time_shape(cp: Any, launch: Any, warm: bool) -> tuple[float, float]:
+def _time_shape(cp: Any, launch: Any, warm: bool, batches: int = 3, batch_ms: float = 0.05) -> tuple[float, float]:
     """(median per-launch ms, first launch ms) of one shape: an optional untimed warm-up, one timed
-    launch (it sizes the batches), then batches between CUDA events."""
+    launch (it sizes the batches), then ``batches`` batches of about ``batch_ms`` between CUDA events."""
     if warm:
         launch()  # first launch of the kernel at this size: module and buffers touched
     start, stop = cp.cuda.Event(), cp.cuda.Event()
@@ -139,19 +139,20 @@ def _time_shape(cp: Any, launch: Any, warm: bool) -> tuple[float, float]:
     stop.record()
     stop.synchronize()
     first = cp.cuda.get_elapsed_time(start, stop)
-    return _time_launches(cp, launch, first), first
+    return _time_launches(cp, launch, first, target_ms=batch_ms, samples=batches), first
 
 
 def measure_kernel(item: dict, sizes: Sequence[int], cubin_path: str | None = None,
                    kernel_budget_s: float = 6.0, slow_ms: float = 100.0, rule: str = "2xy",
-                   passes: int = 1) -> dict:
+                   passes: int = 1, batches: int = 3, batch_ms: float = 0.05) -> dict:
     """Measure one working-set kernel at ``sizes`` over corpus.SHAPES. Returns a dict with ``rows``
     [(size, bx, by, time_us | None, status, time2_us | None)], ``attrs``, ``occ_block``, ``status`` and
     ``error``. With ``passes=2`` every shape is timed again in a second sweep over the 20 shapes
     (``time2_us``): two independent measurements a shape, interleaved, so noise can be measured and a
     chooser can be scored on data it was not chosen on. Buffers follow corpus buffer ``rule``.
     Raises nothing for kernel faults; after a sticky fault ``status`` is 'crash' and the caller must
-    discard this process's CUDA context."""
+    discard this process's CUDA context. ``batches``/``batch_ms``: more and longer batches a measurement
+    (runs 1-5 used 3 x ~50 us) lower the noise of µs-scale kernels at the cost of time."""
     import cupy as cp
     import numpy as np
 
@@ -183,7 +184,15 @@ def measure_kernel(item: dict, sizes: Sequence[int], cubin_path: str | None = No
             out["rows"] += [(size, bx, by, None, SKIPPED, None) for bx, by in corpus.SHAPES]
             out["status"] = "budget"
             continue
-        plan = corpus.build_args(params, size, size, rule)
+        bounds = None
+        if rule == "index":
+            from adaptune.predict import indexbound
+
+            try:
+                bounds = indexbound.pointer_bounds(item["source"], item["function"], params, size, size, two_d)
+            except Exception:  # noqa: BLE001 - a text the heuristic cannot read: the 4xy+64k buffers
+                bounds = None
+        plan = corpus.build_args(params, size, size, rule, bounds)
         try:
             args = [_fill(cp, a, rng) if a.param.pointer else _scalar(np, a) for a in plan]
             cp.cuda.Device().synchronize()
@@ -211,7 +220,7 @@ def measure_kernel(item: dict, sizes: Sequence[int], cubin_path: str | None = No
                     kernel(grid, block, args, shared_mem=smem)
 
                 try:
-                    t, first = _time_shape(cp, launch, warm=sweep == 0)
+                    t, first = _time_shape(cp, launch, warm=sweep == 0, batches=batches, batch_ms=batch_ms)
                 except Exception as exc:  # noqa: BLE001
                     if _is_sticky(exc):
                         status[key] = CRASH
@@ -264,7 +273,7 @@ def warm_up(cp: Any) -> None:
 
 
 def worker_main(conn: Any, sizes: Sequence[int], kernel_budget_s: float, rule: str = "2xy",
-                passes: int = 1) -> None:
+                passes: int = 1, batches: int = 3, batch_ms: float = 0.05) -> None:
     """Worker process loop: receive (item, cubin path or None) pairs, send results; exit after a crash."""
     import os
 
@@ -284,7 +293,8 @@ def worker_main(conn: Any, sizes: Sequence[int], kernel_budget_s: float, rule: s
             conn.send(("warm", None))
             continue
         item, cubin_path = msg
-        res = measure_kernel(item, sizes, cubin_path, kernel_budget_s, rule=rule, passes=passes)
+        res = measure_kernel(item, sizes, cubin_path, kernel_budget_s, rule=rule, passes=passes, batches=batches,
+                             batch_ms=batch_ms)
         conn.send(("result", res))
         if res["status"] in FATAL:
             return

@@ -80,32 +80,40 @@ def feature_matrix(samples: Samples, kernel_features: dict[str, dict[str, float]
     return x
 
 
-def make_model(kind: str = "forest", seed: int = 0):
-    """A multi-output regressor of the 20 relative performances."""
+def make_model(kind: str = "forest", seed: int = 0, n_jobs: int = -1):
+    """A multi-output regressor of the 20 relative performances (``n_jobs=1`` on a shared host)."""
     from sklearn.ensemble import ExtraTreesRegressor, RandomForestRegressor
 
     if kind == "forest":
-        return RandomForestRegressor(n_estimators=100, min_samples_leaf=3, max_features=0.5, n_jobs=-1,
+        return RandomForestRegressor(n_estimators=100, min_samples_leaf=3, max_features=0.5, n_jobs=n_jobs,
                                      random_state=seed)
     if kind == "extra":
-        return ExtraTreesRegressor(n_estimators=300, min_samples_leaf=3, max_features=0.5, n_jobs=-1,
+        return ExtraTreesRegressor(n_estimators=300, min_samples_leaf=3, max_features=0.5, n_jobs=n_jobs,
                                    random_state=seed)
     raise ValueError(f"unknown model kind {kind!r}; use 'forest' or 'extra'")
 
 
-def grouped_cv(x: np.ndarray, perf: np.ndarray, groups: np.ndarray, seed: int, kind: str = "forest",
-               folds: int = 5, extra_choices: dict[str, np.ndarray] | None = None,
-               score_on: dict[str, np.ndarray] | None = None) -> dict[str, float]:
-    """Out-of-fold scores of the model and the fold-trained baselines (most common best shape);
-    ``score_on`` scores the same out-of-fold choices on other perf arrays (e.g. a second sweep)."""
+def grouped_cv_choices(x: np.ndarray, perf: np.ndarray, groups: np.ndarray, seed: int, kind: str = "forest",
+                       folds: int = 5, n_jobs: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-fold shape choices of the model and of the fold's most common best shape, so callers can
+    score the same choices on parts of the samples or on other measurements."""
     from sklearn.model_selection import GroupKFold
 
     choice = np.zeros(len(perf), dtype=int)
     common = np.zeros(len(perf), dtype=int)
     for train, test in GroupKFold(n_splits=folds, shuffle=True, random_state=seed).split(x, groups=groups):
-        model = make_model(kind, seed).fit(x[train], perf[train])
+        model = make_model(kind, seed, n_jobs).fit(x[train], perf[train])
         choice[test] = np.argmax(model.predict(x[test]), axis=1)
         common[test] = metric.most_common_best(perf[train])
+    return choice, common
+
+
+def grouped_cv(x: np.ndarray, perf: np.ndarray, groups: np.ndarray, seed: int, kind: str = "forest",
+               folds: int = 5, extra_choices: dict[str, np.ndarray] | None = None,
+               score_on: dict[str, np.ndarray] | None = None, n_jobs: int = -1) -> dict[str, float]:
+    """Out-of-fold scores of the model and the fold-trained baselines (most common best shape);
+    ``score_on`` scores the same out-of-fold choices on other perf arrays (e.g. a second sweep)."""
+    choice, common = grouped_cv_choices(x, perf, groups, seed, kind, folds, n_jobs)
     out = {"score_model": metric.score(perf, choice), "geomean_model": metric.geomean_ratio(perf, choice),
            "score_most_common": metric.score(perf, common)}
     for name, other in (score_on or {}).items():  # the same choices scored on other measurements

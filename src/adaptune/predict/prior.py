@@ -12,6 +12,13 @@ per-thread work parameters (names with ``tile``, ``unroll``, ``vector_width``, `
 prefer the geometric middle of their range — moderate work a thread, neither the extreme of 1 nor the
 largest tile. It is a hand rule, weighted below the block-shape term (``work_weight``), and switches
 (two-valued parameters) are left to ``warm``'s per-mode spreading.
+
+For a single *first configuration* (:func:`first_pick`, :func:`launch_first`) a second hand rule is
+added: 0/1 switches that name an optional optimisation (``use_*`` such as ``use_shared_mem``/``use_shmem``,
+``use_padding``, ``use_atomics``, and ``read_only``) prefer 1 — whoever wrote the kernel offered them
+because they are meant to help. Both hand rules were written after seeing the four H100 example spaces
+(``data/lscat_h100/examples_h100.json``), so those examples are no independent test of them; the
+recorded convolution spaces of six other GPUs (``benchmarks/lscat_first_config_hub.py``) are.
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from adaptune.predict import corpus
 from adaptune.predict.predictor import BLOCK_NAMES, shape_scores
 
 WORK_PARAM = re.compile(r"tile|unroll|vector_width|elements_per_thread|work_per_thread", re.I)
+SWITCH_ON = re.compile(r"^use_|^read_only$", re.I)
 
 
 def _shape_perf(bx: int, by: int, perf: np.ndarray, two_d: bool) -> float:
@@ -62,15 +70,37 @@ def work_penalty(space: Any) -> np.ndarray:
     return out
 
 
-def space_prior(space: Any, perf: Sequence[float], two_d: bool, work_weight: float = 0.1) -> np.ndarray:
+def switch_penalty(space: Any) -> np.ndarray:
+    """Per valid configuration: the share of optimisation switches (0/1 parameters named ``use_*`` or
+    ``read_only``) that are off; 0 without such parameters."""
+    configs = list(space.configs())
+    names = [n for n in space.names if SWITCH_ON.search(n)
+             and {c[n] for c in configs} == {0, 1}]
+    if not names:
+        return np.zeros(len(configs))
+    return np.array([float(np.mean([1 - int(c[n]) for n in names])) for c in configs])
+
+
+def space_prior(space: Any, perf: Sequence[float], two_d: bool, work_weight: float = 0.1,
+                switch_weight: float = 0.0) -> np.ndarray:
     """One value per valid configuration of ``space`` (lower = predicted better) from the 20 predicted
-    relative performances ``perf`` (corpus.SHAPES order) and the work-parameter rule."""
+    relative performances ``perf`` (corpus.SHAPES order), the work-parameter rule and (``switch_weight``
+    > 0) the switch rule."""
     if "block_size_x" not in space.names:
         raise ValueError(f"space has no block_size_x parameter; parameters are {space.names}")
     perf = np.clip(np.asarray(perf, dtype=float), 1e-3, None)
     shape_term = np.array([-math.log(_shape_perf(c["block_size_x"], c.get("block_size_y", 1), perf, two_d))
                            for c in space.configs()])
-    return shape_term + work_weight * work_penalty(space)
+    out = shape_term + work_weight * work_penalty(space)
+    if switch_weight:
+        out = out + switch_weight * switch_penalty(space)
+    return out
+
+
+def first_pick(space: Any, perf: Sequence[float], two_d: bool, work_weight: float = 0.1,
+               switch_weight: float = 0.1) -> dict[str, Any]:
+    """The single configuration to try first: the best of :func:`space_prior` with both hand rules."""
+    return space.config(int(np.argmin(space_prior(space, perf, two_d, work_weight, switch_weight))))
 
 
 def launch_prior(space: Any, source: str, name: str, args: Sequence[Any] | None = None, *,
@@ -79,3 +109,11 @@ def launch_prior(space: Any, source: str, name: str, args: Sequence[Any] | None 
     strategy_options={"prior": ...})`` of CUDA kernel ``name`` in ``source``."""
     perf = shape_scores(source, name, args, size=size, **kw)
     return space_prior(space, perf, corpus.is_2d(source), work_weight)
+
+
+def launch_first(space: Any, source: str, name: str, args: Sequence[Any] | None = None, *,
+                 size: int | None = None, **kw: Any) -> dict[str, Any]:
+    """A first configuration of ``space`` for CUDA kernel ``name`` in ``source`` that sets every parameter
+    (block shape from the model, the rest from the hand rules of :func:`first_pick`)."""
+    perf = shape_scores(source, name, args, size=size, **kw)
+    return first_pick(space, perf, corpus.is_2d(source))
