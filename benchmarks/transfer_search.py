@@ -92,6 +92,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--cap", type=int, default=400)
+    ap.add_argument("--seed-offset", type=int, default=0, help="seeds (r + offset) * 100003: fresh seeds")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "transfer_search"))
     ap.add_argument("--no-update", action="store_true", help="do not touch benchmarks/results/transfer.json")
     args = ap.parse_args()
@@ -100,11 +101,12 @@ def main() -> None:
     for r in range(args.repeats):  # seeds outermost: a cut-short run still has every GPU and strategy
         for g in GPUS:
             for s in STRATEGIES:
-                per[g][s].append(evals_to(g, s, r * 100003, args.cap))
+                per[g][s].append(evals_to(g, s, (r + args.seed_offset) * 100003, args.cap))
         print(f"seed {r}: " + ", ".join(f"{g} " + "/".join(str(per[g][s][-1]) for s in STRATEGIES) for g in GPUS),
               f"({time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
     out: dict = {"gpus": list(GPUS), "strategies": list(STRATEGIES), "repeats": args.repeats, "cap": args.cap,
-                 "seeds": "r * 100003, r = 0 .. repeats-1 (the same as benchmarks/transfer.py)",
+                 "seeds": f"(r + {args.seed_offset}) * 100003, r = 0 .. repeats-1 (offset 0: the seeds of "
+                          "benchmarks/transfer.py)",
                  "per_gpu": {g: {s: summary(v, args.cap) for s, v in d.items()} for g, d in per.items()}}
     means = {s: float(np.mean([out["per_gpu"][g][s]["mean"] for g in GPUS])) for s in STRATEGIES}
     # spread of the mean over GPUs across seeds: per seed, the mean over the six GPUs
