@@ -143,6 +143,7 @@ def main() -> None:
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
                    "labels": {n: {"date": r["date"], "commit": r["commit"]} for n, r in zip(names, raws, strict=True)},
+                   "load": [round(x, 2) for x in os.getloadavg()],
                    "command": "python benchmarks/transfer_devices.py " + " ".join(sys.argv[1:])}
     Path(args.out + ".json").write_text(json.dumps(out, indent=1))
     Path(args.out + ".md").write_text(markdown(out))
@@ -158,7 +159,9 @@ def short(name: str) -> str:
 
 def markdown(out: dict) -> str:
     m = out["meta"]
-    lines = ["# Per-input variant selection across devices: train on two, test on the third", "",
+    n = len(out["devices"])
+    lines = [f"# Per-input variant selection across devices: train on the other {n - 1}, test on one", "",
+             "- load average at analysis: " + str(out["meta"].get("load", "-")),
              f"- date {m['date']}, commit {m['commit']}; labels: " + "; ".join(
                  f"{short(n)} ({v['date']}, commit {v['commit']})" for n, v in m["labels"].items()),
              f"- same inputs on every device (seed 2024, size scale {out['size_scale'][0]}); dialect kernels only",
