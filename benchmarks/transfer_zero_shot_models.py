@@ -65,12 +65,15 @@ def positions() -> np.ndarray:
     return t[:, informative_columns(t)]
 
 
+SELECTED: dict[tuple[str, ...], list[str]] = {}  # CV-DFS's selection per training set (sources' names)
+
+
 def new_candidates(x: np.ndarray) -> dict[str, tuple[str, Fit]]:
     """name -> (family, fit): ``fit(sources)`` returns the predictor for a target's device features."""
     xp = positions()
 
-    def gp(dev: tuple[str, ...]) -> Fit:
-        return lambda src: GPTransfer(dev, per_source=120).fit(xp, src).predict
+    def gp(dev: tuple[str, ...], per_source: int = 120) -> Fit:
+        return lambda src: GPTransfer(dev, per_source=per_source).fit(xp, src).predict
 
     def rank(dev: tuple[str, ...], c: float = 1.0) -> Fit:
         return lambda src: PairwiseRank(dev, c=c, pairs_per_source=4000).fit(x, src).predict
@@ -86,6 +89,7 @@ def new_candidates(x: np.ndarray) -> dict[str, tuple[str, Fit]]:
     def cv_dfs_boosted(src: list[DeviceSpace]) -> Callable:
         selected, _ = cv_dfs(x, src, CV_DFS_CANDIDATES, max_size=1, k=1,
                              predict=lambda sub, rest, temp: boosted(tuple(sub), list(rest))(temp.features))
+        SELECTED[tuple(sorted(s.device for s in src))] = selected
         return boosted(tuple(selected), src)
 
     return {"pairwise rank (no device features)": ("rank", rank(())),
@@ -93,7 +97,9 @@ def new_candidates(x: np.ndarray) -> dict[str, tuple[str, Fit]]:
             "pairwise rank + vendor, C=0.1": ("rank", rank(("vendor_nvidia",), 0.1)),
             "boosted + CV-DFS features": ("cv-dfs", cv_dfs_boosted),
             "GP (no device features)": ("gp", gp(())),
-            "GP + vendor": ("gp", gp(("vendor_nvidia",)))}
+            "GP + vendor": ("gp", gp(("vendor_nvidia",))),
+            "GP (no device features), 240 per source": ("gp", gp((), 240)),
+            "GP + vendor, 240 per source": ("gp", gp(("vendor_nvidia",), 240))}
 
 
 def table(fit: Fit, sp: list[DeviceSpace]) -> dict:
@@ -134,6 +140,9 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "transfer_zero_shot_models"))
     ap.add_argument("--cache", default="/tmp/adaptune_zero_shot_models_cache.json")
     ap.add_argument("--skip", nargs="*", default=[], help="candidate families to leave out (gp, rank, cv-dfs)")
+    ap.add_argument("--only-cached", action="store_true", help="report the candidates in --cache, compute nothing")
+    ap.add_argument("--cv-dfs-selections", action="store_true",
+                    help="also run CV-DFS on each target's five sources and report what it selects")
     args = ap.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", module="sklearn")
@@ -153,7 +162,7 @@ def main() -> None:
             todo[name] = fit
     timing: dict[str, float] = {}
     for name, fit in todo.items():
-        if name in tables:
+        if name in tables or args.only_cached:
             continue
         t1 = time.perf_counter()
         tables[name] = table(fit, sp)
@@ -177,6 +186,11 @@ def main() -> None:
             res = nested(tables, names)
             out["nested"][label] = {"per_target": res,
                                     "mean": round(float(np.mean([r["fraction"] for r in res.values()])), 4)}
+    if args.cv_dfs_selections:
+        fit = new_candidates(x)["boosted + CV-DFS features"][1]
+        for i in range(len(sp)):
+            fit([s for j, s in enumerate(sp) if j != i])
+        out["cv_dfs_selected_outer"] = {g: SELECTED[tuple(sorted(h for h in GPUS if h != g))] for g in GPUS}
     out["ceiling"] = {}
     for i, target in enumerate(sp):
         out["ceiling"][target.device] = ceiling(target, [s for j, s in enumerate(sp) if j != i], THRESHOLDS)
