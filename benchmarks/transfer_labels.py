@@ -5,8 +5,9 @@ every device labels the same inputs:
 
 1. ``kernels.proxies.measure_proxies`` (copy bandwidth, atomics contended / spread, local-memory
    bandwidth, FMA rate, launch latency) -> OUT/proxies_<device>.json;
-2. ``benchmarks/gpu_suite.py run`` on SpMV, histogram and sort at ``--size-scale`` (default 0.05: inputs
-   of 5 k – 3 M elements, which PoCL on two cores can label in minutes) -> OUT/gpu_suite_<device>_raw.json.
+2. ``benchmarks/gpu_suite.py run`` on SpMV, histogram and sort (``--benchmarks``; BFS too with
+   ``--benchmarks spmv histogram sort bfs``) at ``--size-scale`` (default 0.05: inputs of 5 k – 3 M
+   elements, which PoCL on two cores can label in minutes) -> OUT/gpu_suite_<device>_raw.json.
 
 Each part is wrapped so one failure keeps the other.
 
@@ -29,6 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
+class _Skip(Exception):
+    """--skip-proxies: leave the proxy part out."""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=("cuda", "opencl"), required=True)
@@ -39,11 +44,16 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the number of inputs (pilot: 0.1)")
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--skip-suite", action="store_true")
+    ap.add_argument("--benchmarks", nargs="+", default=["spmv", "histogram", "sort"],
+                    choices=("spmv", "histogram", "sort", "bfs"))
+    ap.add_argument("--skip-proxies", action="store_true", help="labels only (the proxies are already measured)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
+        if args.skip_proxies:
+            raise _Skip
         from adaptune.kernels.proxies import measure_proxies
 
         if args.device == "cuda":
@@ -61,6 +71,8 @@ def main() -> None:
                "python": platform.python_version(), "seconds": round(time.perf_counter() - t0, 2)}
         (out / f"proxies_{args.tag}.json").write_text(json.dumps(rec, indent=1))
         print("proxies", dev.name, {k: round(v, 3) for k, v in rates.items()}, flush=True)
+    except _Skip:
+        pass
     except Exception:  # keep the labels even if a proxy fails
         (out / f"proxies_{args.tag}_error.txt").write_text(traceback.format_exc())
         print(traceback.format_exc(), flush=True)
@@ -71,7 +83,7 @@ def main() -> None:
     tmp = out / "suite_tmp"
     try:
         gpu_suite.main(["run", "--out", str(tmp), "--device", args.device, "--scale", str(args.scale), "--size-scale",
-                        str(args.size_scale), "--seed", str(args.seed), "--benchmarks", "spmv", "histogram", "sort",
+                        str(args.size_scale), "--seed", str(args.seed), "--benchmarks", *args.benchmarks,
                         "--model", "svm", "--commit", args.commit])
     finally:
         if (tmp / "raw.json").exists():

@@ -184,7 +184,9 @@ def leave_one_out(x_config: np.ndarray, spaces: Sequence[DeviceSpace], device_fe
 
 def cv_dfs(x_config: np.ndarray, sources: Sequence[DeviceSpace], candidates: Sequence[str], *,
            max_size: int = 3, k: int = 1, seed: int = 0, n_trees: int = 8, max_samples: float | None = 0.3,
-           score: Callable[[np.ndarray, DeviceSpace], float] | None = None) -> tuple[list[str], dict]:
+           score: Callable[[np.ndarray, DeviceSpace], float] | None = None,
+           predict: Callable[[tuple[str, ...], Sequence[DeviceSpace], DeviceSpace], np.ndarray] | None = None,
+           ) -> tuple[list[str], dict]:
     """CV-DFS (Nitro Algorithm 2) on the sources only: returns (selected features, details).
 
     Each source in turn is the temporary target; every subset of ``candidates`` of size <= ``max_size``
@@ -192,6 +194,9 @@ def cv_dfs(x_config: np.ndarray, sources: Sequence[DeviceSpace], candidates: Seq
     temporary target (default: fraction of its optimum of the top-1 prediction). The best subset per
     temporary target is kept (ties: the best mean over all temporary targets, then the smaller); the ``k`` features most frequent among those
     are returned, and none when the empty subset won for most temporary targets.
+
+    ``predict(subset, training sources, temporary target)`` replaces the model (default: a small
+    ``ConfigTransfer``), so CV-DFS can select features for any model of configuration quality.
     """
     if len(sources) < 3:
         raise ValueError("CV-DFS needs at least 3 source devices (2 to train on, 1 to score)")
@@ -203,8 +208,12 @@ def cv_dfs(x_config: np.ndarray, sources: Sequence[DeviceSpace], candidates: Seq
         rest = [s for j, s in enumerate(sources) if j != i]
         scores = {}
         for sub in subsets:
-            model = ConfigTransfer(sub, seed=seed, n_trees=n_trees, max_samples=max_samples).fit(x_config, rest)
-            scores[sub] = float(score(model.predict(temp.features), temp))
+            if predict is not None:
+                pred = predict(sub, rest, temp)
+            else:
+                model = ConfigTransfer(sub, seed=seed, n_trees=n_trees, max_samples=max_samples).fit(x_config, rest)
+                pred = model.predict(temp.features)
+            scores[sub] = float(score(pred, temp))
         per_target.append(scores)
         table[temp.device] = {"+".join(s) or "(none)": v for s, v in scores.items()}
     # ties within one temporary target go to the subset with the best mean score over all of them,
