@@ -82,12 +82,13 @@ def test_shared_scale_gives_a_column_group_one_range():
 
     from adaptune.adaptive.models import share_ranges
 
-    x = np.array([[0.0, 10.0, 1.0], [1.0, 12.0, 2.0], [4.0, 11.0, 3.0]])
+    x = np.array([[0.0, 10.0, 1.0], [1.0, 12.0, 2.0], [4.0, 11.0, 5.0]])
     sc = share_ranges(MinMaxScaler((-1, 1)).fit(x), [(1, 2)])
     xs = sc.transform(x)
     assert np.allclose(xs[:, 0], [-1, -0.5, 1])  # outside the group: its own range
-    assert np.isclose(xs[:, 1:].min(), -1) and np.isclose(xs[:, 1:].max(), 1)
-    assert np.allclose(np.diff(xs[:, 1]) / np.diff(x[:, 1]), 2 / 11)  # one unit for the whole group
-    assert np.allclose(np.diff(xs[:, 2]) / np.diff(x[:, 2]), 2 / 11)
+    assert np.allclose(xs[:, 1], [-1, 0, -0.5])  # range 2 of the widest's 4: spans half of [-1, 1]
+    assert np.allclose(xs[:, 2], [-1, -0.5, 1])  # the widest column spans [-1, 1]
+    shifted = x + np.array([0.0, 10.0, 0.0])  # another unit of column 1 (log2: an offset) changes nothing
+    assert np.allclose(share_ranges(MinMaxScaler((-1, 1)).fit(shifted), [(1, 2)]).transform(shifted), xs)
     with pytest.raises(ValueError, match="device_scale"):
         MTLSelector(("copy_gbs",), device_scale="log")

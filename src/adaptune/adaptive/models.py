@@ -169,8 +169,8 @@ def fit_model(kind: str, features: np.ndarray, costs: np.ndarray, runtime_costs:
     constraint as infinitely slow); ``runtime_costs``: the same with the run-time fallback applied (a
     label whose constraint fails costs what the default costs). Rows where everything failed are dropped.
 
-    ``shared_scale``: groups of column indices scaled to [-1, 1] by *one* range (the group's overall min and
-    max) instead of each column by its own. For columns in one unit (e.g. log2 device features: one unit is
+    ``shared_scale``: groups of column indices that share *one* scale (``share_ranges``: the widest column
+    of the group spans [-1, 1], the others proportionally less) instead of each column its own range. For columns in one unit (e.g. log2 device features: one unit is
     a factor 2) a per-column range would make a feature that varies 1.8x among the training rows weigh as
     much as one that varies 10,000x, and put a new row's value far outside [-1, 1] on the small one.
     """
@@ -220,15 +220,18 @@ def fit_model(kind: str, features: np.ndarray, costs: np.ndarray, runtime_costs:
 
 
 def share_ranges(scaler: MinMaxScaler, groups: Sequence[Sequence[int]]) -> MinMaxScaler:
-    """Give each group of columns of a fitted [-1, 1] ``scaler`` the group's common range (in place)."""
+    """Give each group of columns of a fitted [-1, 1] ``scaler`` one common scale (in place): every column
+    still starts at -1, but one unit of the columns is the same length in all of them, set so that the
+    group's widest column spans [-1, 1]. Only the columns' own ranges matter, not their offsets, so the
+    result does not depend on the features' units (GB/s or MB/s shift a log2 column, not its range)."""
     for group in groups:
         cols = np.asarray(list(group), int)
         if len(cols) == 0:
             continue
-        lo, hi = float(scaler.data_min_[cols].min()), float(scaler.data_max_[cols].max())
-        scale = 2.0 / (hi - lo) if hi > lo else 1.0
+        widest = float((scaler.data_max_[cols] - scaler.data_min_[cols]).max())
+        scale = 2.0 / widest if widest > 0 else 1.0
         scaler.scale_[cols] = scale
-        scaler.min_[cols] = -1.0 - lo * scale
+        scaler.min_[cols] = -1.0 - scaler.data_min_[cols] * scale
     return scaler
 
 

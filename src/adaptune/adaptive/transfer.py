@@ -260,8 +260,9 @@ class MTLSelector:
     """Per-input variant selection for an unseen device: one model on the union of the sources' labelled
     inputs, each row's input features concatenated with its device's features (Nitro's MTL).
 
-    The device block (log2 of each feature, ``device_vector``) is scaled to [-1, 1] by one common range
-    (``device_scale="shared"``, the default): a factor 2 counts the same in every device feature. With
+    The device block (log2 of each feature, ``device_vector``) is scaled with one common scale
+    (``device_scale="shared"``, the default; ``models.share_ranges``): a factor 2 counts the same in every
+    device feature, and the feature that varies most over the sources spans [-1, 1]. With
     ``"per_feature"`` (the behaviour before issue 12's fix) each device feature is stretched to [-1, 1] over
     the sources on its own, so launch latency (2.9-5.1 us over the sources, a factor 1.8) weighed as much as
     copy bandwidth (0.26-2,945 GB/s, a factor 11,000), and an unseen CPU whose launch latency lay outside
