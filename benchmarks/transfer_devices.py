@@ -197,8 +197,8 @@ def markdown(out: dict) -> str:
              "- mean fraction of the target's oracle on its test inputs; *points behind* = target-trained minus "
              "MTL with P-DFS proxies (90 % bootstrap interval over the test inputs)",
              "- device block scaling: *per-feature* = each log2 device feature stretched to [-1, 1] over the "
-             "sources on its own (every round before issue 12's fix); *shared* = one range for the whole log2 "
-             "device block (the fix, `MTLSelector(device_scale=\"shared\")`, now the default)",
+             "sources on its own (every round before issue 12's fix); *shared* = one scale for the whole log2 "
+             "device block, its widest feature spanning [-1, 1] (the fix, `MTLSelector(device_scale=\"shared\")`, now the default)",
              "- *nested* = the scaling a leave-one-source-device-out rule on the sources alone picks (ties, e.g. "
              "with one device left to train on, go to shared); written after seeing round 3's numbers", "",
              "| benchmark | target | trained on target | MTL, no device features | MTL, P-DFS, per-feature scale "

@@ -2,9 +2,10 @@
 
 For each target of the leave-one-device-out (the committed labels), shows what the SVM sees of the device
 block: the P-DFS features after ``device_vector`` (log2) and after the [-1, 1] scaling, per-feature (the
-behaviour before the fix) and shared (one range for the whole device block), the distance of the target to
-each source in that block, and which variants the MTL model then picks on the target's test inputs. Also
-the label shares of each device (the class-imbalance question) and the chosen SVM hyperparameters.
+behaviour before the fix), shared (one scale for the whole device block) and each feature alone; the
+distance of the target to each source in that block, and which variants the MTL model then picks on the
+target's test inputs. Also the label shares of each device (the class-imbalance question) and the chosen
+SVM hyperparameters.
 
     python benchmarks/transfer_devices_diagnose.py RAW... [--bench spmv] [--out PATH.md]
 """
@@ -67,18 +68,21 @@ def main() -> None:
                      "nearest source | MTL score | MTL picks on the test inputs | SVM C, gamma |")
         lines.append("|---|---|---|---|---|---|---|")
         x_test, _, rt_test = te[ti]
-        for mode in ("per_feature", "shared"):
-            sc = MinMaxScaler((-1, 1)).fit(block)
+        rows = [("per_feature", pdfs), ("shared", pdfs)] + [("per_feature", (f,)) for f in pdfs]
+        for mode, fs in rows:
+            cols = [pdfs.index(f) for f in fs]
+            sc = MinMaxScaler((-1, 1)).fit(block[:, cols])
             if mode == "shared":
-                share_ranges(sc, [range(block.shape[1])])
-            s_src, s_t = sc.transform(block), sc.transform(tvec)[0]
+                share_ranges(sc, [range(len(cols))])
+            s_src, s_t = sc.transform(block[:, cols]), sc.transform(tvec[:, cols])[0]
             d2 = ((s_src - s_t) ** 2).sum(1)
-            sel = MTLSelector(pdfs, kind="svm", device_scale=mode).fit([(tr[i][0], tr[i][1], feats[i]) for i in srcs])
+            sel = MTLSelector(fs, kind="svm", device_scale=mode).fit([(tr[i][0], tr[i][1], feats[i]) for i in srcs])
             picks = sel.predict(x_test, feats[ti])
             dist = ", ".join(f"{short(names[i])} {d:.2f}" for i, d in zip(srcs, d2, strict=True))
             pk = ", ".join(f"{common[k]} {v}" for k, v in Counter(picks.tolist()).most_common())
             hyper = sel.model.hyper
-            lines.append(f"| {mode} | {np.round(s_t, 2).tolist()} | {dist} | {short(names[srcs[int(np.argmin(d2))]])} "
+            label = mode if len(fs) == len(pdfs) else f"{fs[0]} alone"
+            lines.append(f"| {label} | {np.round(s_t, 2).tolist()} | {dist} | {short(names[srcs[int(np.argmin(d2))]])} "
                          f"| {score(rt_test, picks):.3f} | {pk} | {hyper.get('C')}, {hyper.get('gamma')} |")
         lines.append("")
     text = "\n".join(lines) + "\n"
