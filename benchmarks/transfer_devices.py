@@ -53,6 +53,32 @@ INTENSITY = {"spmv": {"MEM-BW": 5, "LAUNCH": 3, "SH-MEM-BW": 1, "ATOMIC": 0, "SP
              "bfs": {"LAUNCH": 5, "MEM-BW": 4, "ATOMIC": 3, "SH-MEM-BW": 1, "SP-GFLOP": 0}}
 
 
+def MODELS(pdfs: list[str], all_proxies: tuple[str, ...]) -> list[tuple[str, tuple[str, ...], str]]:  # noqa: N802
+    """(result key, device features, MTLSelector device_scale): "shared" is the issue-12 fix (one range for
+    the log2 device block), "per_feature" the scaling of every earlier round (each feature its own range)."""
+    return [("mtl_plain", (), "shared"), ("mtl_p_dfs", tuple(pdfs), "shared"),
+            ("mtl_p_dfs_per_feature", tuple(pdfs), "per_feature"), ("mtl_all_proxies", all_proxies, "shared"),
+            ("mtl_all_proxies_per_feature", all_proxies, "per_feature")]
+
+
+def nested_scale(sources: list, pdfs: list[str]) -> dict:
+    """The scaling a rule that sees only the sources would choose: each source in turn is the temporary
+    target, MTL (P-DFS features) trains on the other sources' training labels and is scored on its test
+    inputs; the mode with the higher mean wins, ties (e.g. with one training device, where the device
+    columns are constant and both modes give the same model) go to "shared". Written after seeing
+    round 3's four-device numbers (issue 12), so it is a check, not an independent result."""
+    means = {}
+    for mode in ("shared", "per_feature"):
+        scores = []
+        for k, (_, te_k, f_k) in enumerate(sources):
+            rest = [(s[0][0], s[0][1], s[2]) for j, s in enumerate(sources) if j != k]
+            sel = MTLSelector(tuple(pdfs), kind="svm", device_scale=mode).fit(rest)
+            scores.append(score(te_k[2], sel.predict(te_k[0], f_k)))
+        means[mode] = float(np.mean(scores))
+    chosen = "shared" if means["shared"] >= means["per_feature"] - 1e-12 else "per_feature"
+    return {"chosen": chosen, "inner_mean": means}
+
+
 def load(path: str) -> dict:
     raw = json.loads(Path(path).read_text())
     raw["path"] = path
@@ -114,28 +140,31 @@ def main() -> None:
             own = fit_model("svm", tr[ti][0], tr[ti][1], tr[ti][2]).predict(x_test)
             res = {"trained_on": [names[i] for i in srcs], "target_trained": score(rt_test, own)}
             picks = {}
-            for label, dfeat in (("mtl_plain", ()), ("mtl_p_dfs", tuple(pdfs)), ("mtl_all_proxies", all_proxies)):
-                sel = MTLSelector(dfeat, kind="svm").fit([(tr[i][0], tr[i][1], feats[i]) for i in srcs])
+            for label, dfeat, mode in MODELS(pdfs, all_proxies):
+                sel = MTLSelector(dfeat, kind="svm", device_scale=mode).fit([(tr[i][0], tr[i][1], feats[i]) for i in srcs])
                 picks[label] = sel.predict(x_test, feats[ti])
                 res[label] = score(rt_test, picks[label])
-            # spread: bootstrap the test inputs (the same resample for both models), 90 % interval
+            # spread: bootstrap the test inputs (the same resample for every model), 90 % interval
             f_own = fraction_of_oracle(rt_test, own)
-            f_mtl = fraction_of_oracle(rt_test, picks["mtl_p_dfs"])
-            rng = np.random.default_rng(0)
-            boot = [100 * (np.nanmean(f_own[b]) - np.nanmean(f_mtl[b]))
-                    for b in rng.integers(0, len(f_own), (BOOTSTRAP, len(f_own)))]
-            res["points_behind_p_dfs_ci90"] = [float(np.percentile(boot, 5)), float(np.percentile(boot, 95))]
+            for label in ("mtl_p_dfs", "mtl_p_dfs_per_feature"):
+                f_mtl = fraction_of_oracle(rt_test, picks[label])
+                rng = np.random.default_rng(0)
+                boot = [100 * (np.nanmean(f_own[b]) - np.nanmean(f_mtl[b]))
+                        for b in rng.integers(0, len(f_own), (BOOTSTRAP, len(f_own)))]
+                key = "points_behind_p_dfs_ci90" + label.removeprefix("mtl_p_dfs")
+                res[key] = [float(np.percentile(boot, 5)), float(np.percentile(boot, 95))]
+            res["nested_scale"] = nested_scale([(tr[i], te[i], feats[i]) for i in srcs], pdfs)
             res["one_source"] = {names[i]: score(rt_test, fit_model("svm", tr[i][0], tr[i][1], tr[i][2]).predict(x_test))
                                  for i in srcs}
             res["source_oracle_labels"] = {names[i]: score(rt_test, np.argmin(te[i][2], 1)) for i in srcs}
             fixed = [score(rt_test, np.full(len(rt_test), j)) for j in range(len(common))]
             res["best_fixed"], res["best_fixed_variant"] = float(max(fixed)), common[int(np.argmax(fixed))]
             res["oracle_label_share"] = {v: float(np.mean(np.argmin(rt_test, 1) == j)) for j, v in enumerate(common)}
-            res["points_behind"] = {k: 100 * (res["target_trained"] - res[k])
-                                    for k in ("mtl_plain", "mtl_p_dfs", "mtl_all_proxies")}
+            res["points_behind"] = {k: 100 * (res["target_trained"] - res[k]) for k, _, _ in MODELS(pdfs, all_proxies)}
             per[target] = res
             print(f"{bname} -> {target}: own {res['target_trained']:.4f}, MTL plain {res['mtl_plain']:.4f}, "
-                  f"P-DFS {res['mtl_p_dfs']:.4f}, all proxies {res['mtl_all_proxies']:.4f}, "
+                  f"P-DFS {res['mtl_p_dfs']:.4f} (per-feature scale {res['mtl_p_dfs_per_feature']:.4f}), "
+                  f"all proxies {res['mtl_all_proxies']:.4f}, nested scale {res['nested_scale']['chosen']}, "
                   f"fixed {res['best_fixed']:.4f}", flush=True)
         out["benchmarks"][bname] = {"variants": common, "fallback": FALLBACK[bname], "p_dfs_features": pdfs,
                                     "per_target": per}
@@ -166,17 +195,31 @@ def markdown(out: dict) -> str:
                  f"{short(n)} ({v['date']}, commit {v['commit']})" for n, v in m["labels"].items()),
              f"- same inputs on every device (seed 2024, size scale {out['size_scale'][0]}); dialect kernels only",
              "- mean fraction of the target's oracle on its test inputs; *points behind* = target-trained minus "
-             "MTL with P-DFS proxies (90 % bootstrap interval over the test inputs)", "",
-             "| benchmark | target | trained on target | MTL, no device features | MTL, P-DFS proxies | MTL, all 6 "
-             "proxies | points behind | one source alone | sources' oracle labels | best fixed |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "MTL with P-DFS proxies (90 % bootstrap interval over the test inputs)",
+             "- device block scaling: *per-feature* = each log2 device feature stretched to [-1, 1] over the "
+             "sources on its own (every round before issue 12's fix); *shared* = one scale for the whole log2 "
+             "device block, its widest feature spanning [-1, 1] (the fix, `MTLSelector(device_scale=\"shared\")`, now the default)",
+             "- *nested* = the scaling a leave-one-source-device-out rule on the sources alone picks (ties, e.g. "
+             "with one device left to train on, go to shared); written after seeing round 3's numbers", "",
+             "| benchmark | target | trained on target | MTL, no device features | MTL, P-DFS, per-feature scale "
+             "(before) | MTL, P-DFS, shared scale (after) | MTL, all 6 proxies, before / after | points behind, "
+             "before | points behind, after | nested pick (inner mean shared / per-feature) | one source alone "
+             "| best fixed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for b, bd in out["benchmarks"].items():
         for t, v in bd["per_target"].items():
             one = ", ".join(f"{short(k)} {x:.3f}" for k, x in v["one_source"].items())
-            orc = ", ".join(f"{short(k)} {x:.3f}" for k, x in v["source_oracle_labels"].items())
-            ci = v["points_behind_p_dfs_ci90"]
-            lines.append(f"| {b} | {short(t)} | {v['target_trained']:.3f} | {v['mtl_plain']:.3f} | {v['mtl_p_dfs']:.3f} "
-                         f"| {v['mtl_all_proxies']:.3f} | {v['points_behind']['mtl_p_dfs']:+.1f} [{ci[0]:+.1f}, {ci[1]:+.1f}] | {one} | {orc} "
+            pb = v["points_behind"]
+            c0, c1 = v["points_behind_p_dfs_ci90_per_feature"], v["points_behind_p_dfs_ci90"]
+            ns = v["nested_scale"]
+            im = ns["inner_mean"]
+            tie = " (tie)" if abs(im["shared"] - im["per_feature"]) < 1e-12 else ""
+            lines.append(f"| {b} | {short(t)} | {v['target_trained']:.3f} | {v['mtl_plain']:.3f} "
+                         f"| {v['mtl_p_dfs_per_feature']:.3f} | {v['mtl_p_dfs']:.3f} "
+                         f"| {v['mtl_all_proxies_per_feature']:.3f} / {v['mtl_all_proxies']:.3f} "
+                         f"| {pb['mtl_p_dfs_per_feature']:+.1f} [{c0[0]:+.1f}, {c0[1]:+.1f}] "
+                         f"| {pb['mtl_p_dfs']:+.1f} [{c1[0]:+.1f}, {c1[1]:+.1f}] "
+                         f"| {ns['chosen']}{tie} ({im['shared']:.3f} / {im['per_feature']:.3f}) | {one} "
                          f"| {v['best_fixed']:.3f} ({v['best_fixed_variant']}) |")
     lines += ["", "P-DFS selections (measured proxies): " + "; ".join(
         f"{b}: {', '.join(bd['p_dfs_features'])}" for b, bd in out["benchmarks"].items()), "",
@@ -195,8 +238,9 @@ def plot(out: dict, path: Path) -> None:
 
     benches = list(out["benchmarks"])
     fig, axes = plt.subplots(1, len(benches), figsize=(4.2 * len(benches), 3.8), sharey=True)
-    keys = [("target_trained", "target-trained"), ("mtl_plain", "MTL plain"), ("mtl_p_dfs", "MTL P-DFS"),
-            ("mtl_all_proxies", "MTL all proxies"), ("best_fixed", "best fixed")]
+    keys = [("target_trained", "target-trained"), ("mtl_plain", "MTL plain"),
+            ("mtl_p_dfs_per_feature", "MTL P-DFS, per-feature scale"), ("mtl_p_dfs", "MTL P-DFS, shared scale"),
+            ("best_fixed", "best fixed")]
     for ax, b in zip(np.atleast_1d(axes), benches, strict=True):
         per = out["benchmarks"][b]["per_target"]
         targets = list(per)

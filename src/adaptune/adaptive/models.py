@@ -157,7 +157,8 @@ def cross_validated_scores(kind: str, hyper: dict[str, Any], xs: np.ndarray, cos
 
 
 def fit_model(kind: str, features: np.ndarray, costs: np.ndarray, runtime_costs: np.ndarray | None = None,
-              *, seed: int = 0, folds: int = 5, coarse: bool = False, score_repeats: int = 3) -> FittedModel:
+              *, seed: int = 0, folds: int = 5, coarse: bool = False, score_repeats: int = 3,
+              shared_scale: Sequence[Sequence[int]] = ()) -> FittedModel:
     """Fit one model kind with cross-validated hyperparameters.
 
     Hyperparameters are chosen on one k-fold split; the reported ``cv_fraction`` is then re-estimated
@@ -167,6 +168,11 @@ def fit_model(kind: str, features: np.ndarray, costs: np.ndarray, runtime_costs:
     ``costs``: (inputs, labels), ``inf`` where a label may not or did not run (training treats a failed
     constraint as infinitely slow); ``runtime_costs``: the same with the run-time fallback applied (a
     label whose constraint fails costs what the default costs). Rows where everything failed are dropped.
+
+    ``shared_scale``: groups of column indices that share *one* scale (``share_ranges``: the widest column
+    of the group spans [-1, 1], the others proportionally less) instead of each column its own range. For columns in one unit (e.g. log2 device features: one unit is
+    a factor 2) a per-column range would make a feature that varies 1.8x among the training rows weigh as
+    much as one that varies 10,000x, and put a new row's value far outside [-1, 1] on the small one.
     """
     features = np.asarray(features, float)
     costs = np.asarray(costs, float)
@@ -177,7 +183,7 @@ def fit_model(kind: str, features: np.ndarray, costs: np.ndarray, runtime_costs:
     features, costs, runtime_costs = features[keep], costs[keep], runtime_costs[keep]
     if len(features) == 0:
         raise ValueError("no training input has a label: every variant failed on every input")
-    scaler = MinMaxScaler(feature_range=(-1, 1)).fit(features)
+    scaler = share_ranges(MinMaxScaler(feature_range=(-1, 1)).fit(features), shared_scale)
     xs = scaler.transform(features)
     y = np.argmin(costs, axis=1)
     n_labels = costs.shape[1]
@@ -211,6 +217,22 @@ def fit_model(kind: str, features: np.ndarray, costs: np.ndarray, runtime_costs:
             best_score = cross_validated_fraction(kind, best_hyper, xs, costs, runtime_costs, seed + 1000,
                                                   folds, score_repeats)
     return FittedModel(kind, params, est, dict(best_hyper), cv_fraction=best_score)
+
+
+def share_ranges(scaler: MinMaxScaler, groups: Sequence[Sequence[int]]) -> MinMaxScaler:
+    """Give each group of columns of a fitted [-1, 1] ``scaler`` one common scale (in place): every column
+    still starts at -1, but one unit of the columns is the same length in all of them, set so that the
+    group's widest column spans [-1, 1]. Only the columns' own ranges matter, not their offsets, so the
+    result does not depend on the features' units (GB/s or MB/s shift a log2 column, not its range)."""
+    for group in groups:
+        cols = np.asarray(list(group), int)
+        if len(cols) == 0:
+            continue
+        widest = float((scaler.data_max_[cols] - scaler.data_min_[cols]).max())
+        scale = 2.0 / widest if widest > 0 else 1.0
+        scaler.scale_[cols] = scale
+        scaler.min_[cols] = -1.0 - scaler.data_min_[cols] * scale
+    return scaler
 
 
 AUTO_PREFERENCE = ("cost", "tree", "svm", "knn", "forest", "boosting")

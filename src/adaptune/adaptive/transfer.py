@@ -253,14 +253,30 @@ def p_dfs(intensities: Sequence[Mapping[str, float]], *, proxy_features: Mapping
     return out
 
 
+DEVICE_SCALES = ("shared", "per_feature")
+
+
 class MTLSelector:
     """Per-input variant selection for an unseen device: one model on the union of the sources' labelled
-    inputs, each row's input features concatenated with its device's features (Nitro's MTL)."""
+    inputs, each row's input features concatenated with its device's features (Nitro's MTL).
 
-    def __init__(self, device_features: Sequence[str], kind: str = "forest", seed: int = 0) -> None:
+    The device block (log2 of each feature, ``device_vector``) is scaled with one common scale
+    (``device_scale="shared"``, the default; ``models.share_ranges``): a factor 2 counts the same in every
+    device feature, and the feature that varies most over the sources spans [-1, 1]. With
+    ``"per_feature"`` (the behaviour before issue 12's fix) each device feature is stretched to [-1, 1] over
+    the sources on its own, so launch latency (2.9-5.1 us over the sources, a factor 1.8) weighed as much as
+    copy bandwidth (0.26-2,945 GB/s, a factor 11,000), and an unseen CPU whose launch latency lay outside
+    the sources' range (7.1 us) landed nearer the GPUs than the other CPU (see docs/transfer.md).
+    """
+
+    def __init__(self, device_features: Sequence[str], kind: str = "forest", seed: int = 0,
+                 device_scale: str = "shared") -> None:
+        if device_scale not in DEVICE_SCALES:
+            raise ValueError(f"device_scale must be one of {DEVICE_SCALES}, not {device_scale!r}")
         self.device_features = tuple(device_features)
         self.kind = kind
         self.seed = seed
+        self.device_scale = device_scale
         self.model = None
 
     def _rows(self, x: np.ndarray, features: Mapping[str, float]) -> np.ndarray:
@@ -276,7 +292,10 @@ class MTLSelector:
             raise ValueError("MTLSelector needs at least one source device")
         x = np.concatenate([self._rows(xs, dev) for xs, _, dev in sources])
         costs = np.concatenate([np.asarray(c, dtype=float) for _, c, _ in sources])
-        self.model = fit_model(self.kind, x, costs, seed=self.seed, coarse=True, score_repeats=0)
+        n_dev = len(self.device_features)
+        shared = [range(x.shape[1] - n_dev, x.shape[1])] if n_dev and self.device_scale == "shared" else []
+        self.model = fit_model(self.kind, x, costs, seed=self.seed, coarse=True, score_repeats=0,
+                               shared_scale=shared)
         return self
 
     def predict(self, x: np.ndarray, features: Mapping[str, float]) -> np.ndarray:
