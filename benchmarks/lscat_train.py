@@ -1,6 +1,7 @@
 """Scores on the LS-CAT H100 table: the seed's metric for baselines and models, grouped CV over seeds.
 
     python benchmarks/lscat_train.py [--data data/lscat_h100] [--work data/lscat_work] [--seeds 5]
+    python benchmarks/lscat_train.py --kinds seq --merge     # token-sequence model (needs torch, the corpus)
 
 Writes benchmarks/results/lscat_h100.json (+ .md, .png). With --work it first (re)computes the kernel
 features (source + PTX) from the git-ignored working set into data/lscat_h100/features.csv.gz, which is
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import gzip
 import json
 import math
-import re
+import platform
 import subprocess
 import sys
 import time
@@ -25,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from adaptune.predict import corpus, features, metric, model  # noqa: E402
+from adaptune.predict import corpus, features, metric, model, sequence  # noqa: E402
 
 
 def _read_csv(path: Path) -> dict[str, dict[str, str]]:
@@ -39,9 +41,19 @@ def token_components(texts: list[str], dims: int = 32) -> np.ndarray:
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    vec = TfidfVectorizer(token_pattern=r"[A-Za-z_]\w*|\d+|[^\w\s]", ngram_range=(1, 2), min_df=3,
+    vec = TfidfVectorizer(token_pattern=sequence.TOKEN_PATTERN, ngram_range=(1, 2), min_df=3,
                           sublinear_tf=True)
     return TruncatedSVD(dims, random_state=0).fit_transform(vec.fit_transform(texts))
+
+
+def kernel_texts(work: Path) -> dict[str, str]:
+    """Comment-free source of each working-set kernel (our prelude removed), keyed by kernel id, in the
+    working set's order: the text both token models read."""
+    out = {}
+    for line in (work / "workset.jsonl").read_text().splitlines():
+        item = json.loads(line)
+        out[item["id"]] = sequence.strip_comments(item["source"][len(corpus.PRELUDE):])
+    return out
 
 
 def write_features(work: Path, kernels_csv: Path, out: Path) -> None:
@@ -58,8 +70,7 @@ def write_features(work: Path, kernels_csv: Path, out: Path) -> None:
         a = attrs.get(item["id"], {})
         f.update(features.attr_features({k: int(float(a[k])) for k in features.ATTR_FEATURES if a.get(k)}))
         rows.append(f)
-    texts = [re.sub(r"//[^\n]*|/\*.*?\*/", " ", json.loads(line)["source"][len(corpus.PRELUDE):], flags=re.S)
-             for line in (work / "workset.jsonl").read_text().splitlines()]
+    texts = list(kernel_texts(work).values())
     for r, z in zip(rows, token_components(texts), strict=True):
         r.update({f"tok_{j}": float(v) for j, v in enumerate(z)})
     names = sorted({k for r in rows for k in r} - {"kernel", "repo"})
@@ -263,6 +274,65 @@ Noise then: twin shapes differ by a median of 2.5 % (p90 14.5 %); oracle via twi
 """
 
 
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def score_sequence(s: model.Samples, groups: np.ndarray, texts: dict[str, str], seeds: int,
+                   cfg: sequence.SeqConfig, on_seed=None) -> tuple[dict, list[np.ndarray]]:
+    """The token-sequence model on the forests' folds and seeds (``model.group_folds``), one torch thread.
+    ``on_seed(summary)`` is called after each seed so a long run leaves its finished seeds behind."""
+    import torch
+
+    missing = sorted(set(s.kernel) - set(texts))
+    if missing:
+        raise SystemExit(f"{len(missing)} scored kernels have no source in the working set, e.g. {missing[:3]}")
+    tokens = {k: sequence.tokenize(texts[k]) for k in set(s.kernel)}
+    runs, choices, t0 = [], [], time.time()
+    summary: dict = {}
+    for seed in range(seeds):
+        t1 = time.time()
+        choice, common = sequence.grouped_cv_choices(tokens, s.kernel, s.size, s.perf, groups, seed, cfg)
+        choices.append(choice)
+        runs.append({"score_model": metric.score(s.perf, choice), "geomean_model": metric.geomean_ratio(s.perf, choice),
+                     "score_most_common": metric.score(s.perf, common), "seconds": time.time() - t1})
+        summary = {k: _mean_sd([r[k] for r in runs]) for k in runs[0]}
+        summary.update({"per_seed": [r["score_model"] for r in runs], "seeds_done": len(runs),
+                        "wall_s": time.time() - t0, "cpu": _cpu_name(), "torch_threads": torch.get_num_threads(),
+                        "torch": torch.__version__, "config": dataclasses.asdict(cfg),
+                        "n_tokens_median": float(np.median([len(v) for v in tokens.values()])),
+                        "share_truncated": float(np.mean([len(v) > cfg.max_len for v in tokens.values()]))})
+        print(f"seq seed {seed}: score {runs[-1]['score_model']:.4f} ({runs[-1]['seconds']:.0f}s)", flush=True)
+        if on_seed:
+            on_seed(summary)
+    return summary, choices
+
+
+def merge_sequence(res: dict, summary: dict, commit: str, out: Path) -> None:
+    """Add the sequence model's scores to an existing results JSON (the forests' keys stay as they are)."""
+    res["models"]["seq:tokens"] = {k: summary[k] for k in ("score_model", "geomean_model", "score_most_common")}
+    res["score_sequence_model"] = summary["score_model"]["mean"]
+    res["score_sequence_model_sd"] = summary["score_model"]["sd"]
+    res["sequence_model"] = {**summary, "commit": commit,
+                             "measured_on": "this session's shared 2-core CPU host (torch CPU, 1 thread)"}
+    out.with_suffix(".json").write_text(json.dumps(res, indent=1))
+    write_report(res, out)
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return ""
+
+
 def write_report(res: dict, out: Path) -> None:
     """Markdown table + bar chart of the scores."""
     lines = [f"# LS-CAT block-size prediction on {res['device']}", "",
@@ -341,6 +411,17 @@ def write_report(res: dict, out: Path) -> None:
         lines += ["", "Runs 1-2 timed each shape once (no sweep ceiling); their twin ceiling is the comparable "
                   "noise measure. The runs differ in kernels as well as in settings, so a difference between "
                   "runs is not the settings' effect alone."]
+    sq = res.get("sequence_model")
+    if sq:
+        c = sq["config"]
+        lines += ["", f"Token-sequence model (`seq:tokens`, `adaptune.predict.sequence`): embedding {c['embed']} -> "
+                  f"Conv1d {c['channels']}x{c['width']} -> max-pool, + size -> MLP -> 20 relative performances, MSE, "
+                  f"{c['epochs']} epochs, first {c['max_len']} tokens ({100 * sq['share_truncated']:.0f} % of kernels "
+                  f"truncated), vocabulary from the training folds only. Same folds and seeds as the forests; "
+                  f"{sq['seeds_done']} seeds: {sq['score_model']['mean']:.4f} ± {sq['score_model']['sd']:.4f} "
+                  f"(per seed {', '.join(f'{v:.4f}' for v in sq['per_seed'])}). Trained at commit "
+                  f"{sq.get('commit', res['commit'])} on {sq['cpu']} ({sq['torch_threads']} torch thread, shared host): "
+                  f"{sq['wall_s'] / 60:.1f} min for all seeds."]
     if "examples_first_config" in res:
         lines += ["", "Examples (first configuration / best found): " + json.dumps(res["examples_first_config"])]
     lines += ["", PREVIOUS_ROUND]
@@ -376,7 +457,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=1, help="forest threads (1 on a shared host)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lscat_h100"))
-    ap.add_argument("--kinds", default="forest")
+    ap.add_argument("--kinds", default="forest", help="forest, extra, seq (token-sequence model, needs torch)")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --kinds seq: add the sequence model to the existing JSON, keep the forests' scores")
+    ap.add_argument("--texts", default=str(ROOT / "data" / "lscat_work"),
+                    help="working set whose sources the sequence model reads")
+    ap.add_argument("--seq-epochs", type=int, default=sequence.SeqConfig.epochs)
     ap.add_argument("--sets", default=",".join(FEATURE_SETS), help="feature sets to score")
     ap.add_argument("--all-kernels", dest="only_clean", action="store_false",
                     help="also use complete sizes of kernels that faulted at a larger size")
@@ -399,6 +485,17 @@ def main() -> None:
     occ = np.array([metric.shape_for_block_size(int(float(kinfo[k]["occ_block"])) if kinfo.get(k, {}).get(
         "occ_block") not in (None, "", "None") else None) for k in s.kernel])
     occ_known = np.array([kinfo.get(k, {}).get("occ_block") not in (None, "", "None") for k in s.kernel])
+    if a.merge:
+        if a.kinds != "seq":
+            raise SystemExit("--merge scores only --kinds seq")
+        out = Path(a.out)
+        res = json.loads(out.with_suffix(".json").read_text())
+        if res["n_samples"] != len(s.kernel):
+            raise SystemExit(f"samples differ from the JSON's ({len(s.kernel)} vs {res['n_samples']})")
+        commit = _commit()
+        score_sequence(s, groups, kernel_texts(Path(a.texts)), a.seeds, sequence.SeqConfig(epochs=a.seq_epochs),
+                       on_seed=lambda summ: merge_sequence(res, summ, commit, out))
+        return
     best = np.argmax(perf, axis=1)
     res: dict = {
         "device": "", "n_kernels": int(len(set(s.kernel))), "n_samples": int(len(s.kernel)),
@@ -422,6 +519,15 @@ def main() -> None:
     t0 = time.time()
     choices: dict[str, list[np.ndarray]] = {}
     for kind in a.kinds.split(","):
+        if kind == "seq":
+            summary, choices["seq:tokens"] = score_sequence(s, groups, kernel_texts(Path(a.texts)), a.seeds,
+                                                            sequence.SeqConfig(epochs=a.seq_epochs))
+            res["models"]["seq:tokens"] = {k: summary[k] for k in ("score_model", "geomean_model",
+                                                                   "score_most_common")}
+            res["score_sequence_model"], res["score_sequence_model_sd"] = (summary["score_model"]["mean"],
+                                                                           summary["score_model"]["sd"])
+            res["sequence_model"] = summary
+            continue
         for set_name in a.sets.split(","):
             prefixes = FEATURE_SETS[set_name]
             names = [n for n in all_names if prefixes != ("",) and n.startswith(prefixes)]
@@ -441,7 +547,8 @@ def main() -> None:
             print(f"{kind:7s} {set_name:18s} score {summary['score_model']['mean']:.4f} ± "
                   f"{summary['score_model']['sd']:.4f}  most-common {summary['score_most_common']['mean']:.4f}"
                   f"  ({time.time() - t0:.0f}s)", flush=True)
-    best_key = max(res["models"], key=lambda k: res["models"][k]["score_model"]["mean"])
+    best_key = max((k for k in res["models"] if not k.startswith("seq")),  # feature-matrix models only
+                   key=lambda k: res["models"][k]["score_model"]["mean"])
     res["best_model"] = best_key
     res["per_run"] = per_run(s, kinfo, occ, choices[best_key])
     for name, r in res["per_run"].items():
@@ -462,11 +569,7 @@ def main() -> None:
         res["measured_utc"] = rs.get("date_utc", "")
     res["seeds"] = a.seeds
     res["cv"] = "GroupKFold(5, shuffle) by LS-CAT repository; one seed = one fold split + model seed"
-    try:
-        res["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                                       capture_output=True, text=True).stdout.strip()
-    except OSError:
-        res["commit"] = ""
+    res["commit"] = _commit()
     ex = Path(a.out).parent / "lscat_examples_h100.json"
     if ex.exists():
         e = json.loads(ex.read_text())

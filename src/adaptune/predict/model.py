@@ -93,15 +93,21 @@ def make_model(kind: str = "forest", seed: int = 0, n_jobs: int = -1):
     raise ValueError(f"unknown model kind {kind!r}; use 'forest' or 'extra'")
 
 
+def group_folds(n: int, groups: np.ndarray, seed: int, folds: int = 5) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) index pairs of a repository-grouped K-fold split for ``seed``; every model scored on
+    the LS-CAT table uses these, so their scores compare fold for fold."""
+    from sklearn.model_selection import GroupKFold
+
+    return list(GroupKFold(n_splits=folds, shuffle=True, random_state=seed).split(np.zeros((n, 1)), groups=groups))
+
+
 def grouped_cv_choices(x: np.ndarray, perf: np.ndarray, groups: np.ndarray, seed: int, kind: str = "forest",
                        folds: int = 5, n_jobs: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """Out-of-fold shape choices of the model and of the fold's most common best shape, so callers can
     score the same choices on parts of the samples or on other measurements."""
-    from sklearn.model_selection import GroupKFold
-
     choice = np.zeros(len(perf), dtype=int)
     common = np.zeros(len(perf), dtype=int)
-    for train, test in GroupKFold(n_splits=folds, shuffle=True, random_state=seed).split(x, groups=groups):
+    for train, test in group_folds(len(perf), groups, seed, folds):
         model = make_model(kind, seed, n_jobs).fit(x[train], perf[train])
         choice[test] = np.argmax(model.predict(x[test]), axis=1)
         common[test] = metric.most_common_best(perf[train])
