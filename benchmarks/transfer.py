@@ -72,7 +72,11 @@ def evals_to(job: tuple[str, str, int, int]) -> tuple[str, str, int, int]:
     if strategy == "warm":
         sources = [s for s in spaces() if s.device != gpu]
         opts["prior"] = ConfigTransfer().fit(config_features(rp.space), sources).predict()
-    s = make_strategy(strategy, rp.space, seed=seed, **opts)
+    return gpu, strategy, seed, evals_until_095(make_strategy(strategy, rp.space, seed=seed, **opts), rp, cap)
+
+
+def evals_until_095(s, rp, cap: int) -> int:
+    """Evaluations of strategy ``s`` on replay ``rp`` until the best found is >= 0.95 of the optimum (or ``cap``)."""
     for n in range(1, cap + 1):
         i = s.ask()
         if i is None:
@@ -80,8 +84,8 @@ def evals_to(job: tuple[str, str, int, int]) -> tuple[str, str, int, int]:
         v = rp.evaluate(i)
         s.tell(i, v)
         if np.isfinite(v) and rp.optimum / v >= 0.95:
-            return gpu, strategy, seed, n
-    return gpu, strategy, seed, cap
+            return n
+    return cap
 
 
 def main() -> None:

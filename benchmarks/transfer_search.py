@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from transfer import GPUS, replays, spaces  # noqa: E402
+from transfer import GPUS, evals_until_095, replays, spaces  # noqa: E402
 
 from adaptune.adaptive.transfer import ConfigTransfer, config_features  # noqa: E402
 from adaptune.search import make_strategy  # noqa: E402
@@ -68,16 +68,7 @@ def evals_to(gpu: str, strategy: str, seed: int, cap: int) -> int:
         name = "warm"
         prior, n = bat_prior(gpu, seed)
         opts.update(prior=prior, n_prior=n, per_mode=n, prior_feature=False)
-    s = make_strategy(name, rp.space, seed=seed, **opts)
-    for n_done in range(1, cap + 1):
-        i = s.ask()
-        if i is None:
-            break
-        v = rp.evaluate(i)
-        s.tell(i, v)
-        if np.isfinite(v) and rp.optimum / v >= 0.95:
-            return n_done
-    return cap
+    return evals_until_095(make_strategy(name, rp.space, seed=seed, **opts), rp, cap)
 
 
 def summary(v: list[int], cap: int) -> dict:
