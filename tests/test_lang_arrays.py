@@ -14,14 +14,9 @@ pytest.importorskip("pyopencl" if DEVICE == "opencl" else "cupy")
 import adaptune.numpy as anp  # noqa: E402
 from adaptune.lang import session as lang_session  # noqa: E402
 from adaptune.lang.fallback import FallbackWarning, evaluate_eagerly  # noqa: E402
-from adaptune.lang.runtime import KernelCompileError, Runtime  # noqa: E402
+from adaptune.lang.runtime import KernelCompileError  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def opencl_session():
-    lang_session.use_runtime(Runtime(DEVICE))
-    yield
-    lang_session.use_runtime(None)
+pytestmark = pytest.mark.usefixtures("lang_runtime")
 
 
 @pytest.fixture

@@ -14,15 +14,8 @@ DEVICE = os.environ.get("ADAPTUNE_LANG_TEST_DEVICE", "opencl")
 pytest.importorskip("pyopencl" if DEVICE == "opencl" else "cupy")
 
 import adaptune.numpy as anp  # noqa: E402
-from adaptune.lang import session as lang_session  # noqa: E402
-from adaptune.lang.runtime import Runtime  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def device_session():
-    lang_session.use_runtime(Runtime(DEVICE))
-    yield
-    lang_session.use_runtime(None)
+pytestmark = pytest.mark.usefixtures("lang_runtime")
 
 
 def _storage(a):

@@ -13,14 +13,8 @@ pytest.importorskip("pyopencl" if DEVICE == "opencl" else "cupy")
 
 import adaptune.numpy as anp  # noqa: E402
 from adaptune.lang import session as lang_session  # noqa: E402
-from adaptune.lang.runtime import Runtime  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def device_session():
-    lang_session.use_runtime(Runtime(DEVICE))
-    yield
-    lang_session.use_runtime(None)
+pytestmark = pytest.mark.usefixtures("lang_runtime")
 
 
 def _kinds():

@@ -91,14 +91,9 @@ class DistilledDispatch:
                  default: str, checks: dict[str, Callable[[Any], bool]] | None = None) -> None:
         from adaptune.kernels import distilled
 
-        unknown = sorted({v for v in distilled.leaf_names(tree) if v not in variants} | (
-            set() if default in variants else {default}))
-        if unknown:
-            raise ValueError(f"the tree or default names variants not given: {', '.join(unknown)}")
+        self.checks = _tree_checks(benchmark, tree, variants, default, checks)
         self.benchmark, self.tree, self.default = benchmark, tree, default
         self.variants = dict(variants)
-        self.checks = {k: v for k, v in (checks if checks is not None else default_checks(benchmark)).items()
-                       if k in self.variants}
         self.select = distilled.compile_tree(tree, distilled.SOURCES[benchmark], self.checks, default)
         # the launcher of the chosen variant (call it with the same arguments): leaves hold the launchers
         self.bind = distilled.compile_tree(_map_leaves(tree, self.variants), distilled.SOURCES[benchmark],
@@ -119,13 +114,8 @@ class FeatureTreeDispatch:
                  checks: dict[str, Callable[[Any], bool]] | None = None) -> None:
         from adaptune.kernels import distilled
 
-        unknown = sorted({v for v in distilled.leaf_names(tree) if v not in variants} | (
-            set() if default in variants else {default}))
-        if unknown:
-            raise ValueError(f"the tree or default names variants not given: {', '.join(unknown)}")
+        self.checks = _tree_checks(benchmark, tree, variants, default, checks)
         self.tree, self.default, self.variants = tree, default, dict(variants)
-        self.checks = {k: v for k, v in (checks if checks is not None else default_checks(benchmark)).items()
-                       if k in self.variants}
         walk = distilled.compile_tree(tree, (0, tuple(("item", n) for n in names)))
         arg, checks_, feats = distilled.SOURCES[benchmark][0], self.checks, features
 
@@ -141,6 +131,19 @@ class FeatureTreeDispatch:
 
     def __call__(self, *args: Any) -> Any:
         return self.bind(*args)(*args)
+
+
+def _tree_checks(benchmark: str, tree: dict[str, Any], variants: dict[str, Callable[..., Any]], default: str,
+                 checks: dict[str, Callable[[Any], bool]] | None) -> dict[str, Callable[[Any], bool]]:
+    """The constraint predicates of the given variants (``default_checks`` unless given), after checking that
+    every leaf of ``tree`` and ``default`` name a given variant."""
+    from adaptune.kernels import distilled
+
+    unknown = sorted({v for v in distilled.leaf_names(tree) if v not in variants} | (
+        set() if default in variants else {default}))
+    if unknown:
+        raise ValueError(f"the tree or default names variants not given: {', '.join(unknown)}")
+    return {k: v for k, v in (checks if checks is not None else default_checks(benchmark)).items() if k in variants}
 
 
 def _map_leaves(tree: dict[str, Any], variants: dict[str, Callable[..., Any]]) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from adaptune.adaptive.models import relative_performance
+
 Tree = dict[str, Any]  # {"leaf": variant} or {"feature": i, "threshold": t, "low": Tree, "high": Tree}
 
 # Host metadata each benchmark's objects carry (no device work): names, and a reader over the call's
@@ -89,12 +91,9 @@ def metadata_from_info(benchmark: str, info: dict[str, Any]) -> tuple[float, ...
 
 
 def relative(runtime: np.ndarray) -> np.ndarray:
-    """Each variant's fraction of oracle per input (best / its time; 0 where it failed or is infinite)."""
-    runtime = np.asarray(runtime, float)
-    best = np.min(runtime, axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rel = np.where(np.isfinite(runtime), best / runtime, 0.0)
-    return np.nan_to_num(rel, nan=0.0)
+    """Each variant's fraction of oracle per input (best / its time; 0 where it failed, and on an input where
+    every variant failed)."""
+    return np.nan_to_num(relative_performance(runtime), nan=0.0)
 
 
 def _split_point(a: float, b: float) -> float:

@@ -314,6 +314,16 @@ def _sizes(ctx: Ctx) -> list[int]:
     return [n.size for n in ctx.inputs]
 
 
+
+def _flat_kernel(ctx: Ctx, idx_t: str, n: int, out_dtypes: list[np.dtype], stores: list[str]) -> str:
+    """Source of a kernel with one work-item per flat index ``gid`` < ``n``: the context's lines, then ``stores``."""
+    body = "\n".join(ctx.lines)
+    sig = signature(ctx, [(f"o{k}", dtype) for k, dtype in enumerate(out_dtypes)])
+    return (f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n"
+            "    const idx_t gid = (idx_t)GROUP_ID() * (idx_t)GROUP_SIZE() + (idx_t)LID();\n"
+            f"    if (gid >= {n}) return;\n{body}\n" + "".join(f"    {st}\n" for st in stores) + "}\n")
+
+
 def elementwise(outputs: list[Node], external: set[int]) -> tuple[str, Ctx]:
     """One kernel computing every node of ``outputs`` (same shape) at each flat index ``gid``."""
     shape = outputs[0].shape
@@ -324,13 +334,7 @@ def elementwise(outputs: list[Node], external: set[int]) -> tuple[str, Ctx]:
     for k, node in enumerate(outputs):
         v = value(ctx, node, idx)
         stores.append(f"o{k}[gid] = {v};")
-    idx_t = index_type(n, *_sizes(ctx))
-    body = "\n".join(ctx.lines)
-    sig = signature(ctx, [(f"o{k}", node.dtype) for k, node in enumerate(outputs)])
-    src = (f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n"
-           "    const idx_t gid = (idx_t)GROUP_ID() * (idx_t)GROUP_SIZE() + (idx_t)LID();\n"
-           f"    if (gid >= {n}) return;\n{body}\n" + "".join(f"    {s}\n" for s in stores) + "}\n")
-    return src, ctx
+    return _flat_kernel(ctx, index_type(n, *_sizes(ctx)), n, [node.dtype for node in outputs], stores), ctx
 
 
 TILE, TILE_ROWS = 32, 8  # the tiled element-wise kernel: 32 x 32 tiles, a work-group of 32 x 8 work-items
@@ -439,12 +443,7 @@ def inplace(nodes: list[Update], external: set[int]) -> tuple[str, Ctx]:
             v = convert(v, node.dtype)
         stores.append(f"o{k}[{address(ctx, View(old, shape, strides, offset), idx)}] = {v};")
     idx_t = index_type(n, *(node.size for node in nodes), *_sizes(ctx))
-    body = "\n".join(ctx.lines)
-    sig = signature(ctx, [(f"o{k}", node.dtype) for k, node in enumerate(nodes)])
-    src = (f"typedef {idx_t} idx_t;\nKERNEL at_kernel({sig}) {{\n"
-           "    const idx_t gid = (idx_t)GROUP_ID() * (idx_t)GROUP_SIZE() + (idx_t)LID();\n"
-           f"    if (gid >= {n}) return;\n{body}\n" + "".join(f"    {st}\n" for st in stores) + "}\n")
-    return src, ctx
+    return _flat_kernel(ctx, idx_t, n, [node.dtype for node in nodes], stores), ctx
 
 
 # ----------------------------------------------------------------------------------- reductions
