@@ -78,8 +78,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_plot)
 
 
-def _device_arg(text: str) -> int | str:
-    return int(text) if text.isdigit() else text
+def _device_arg(text: str | None) -> int | str | None:
+    """``--device``: an index, a name, or None (the backend's own choice)."""
+    return int(text) if text is not None and text.isdigit() else text
 
 
 def _tune(args: argparse.Namespace) -> int:
