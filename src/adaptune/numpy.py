@@ -20,8 +20,8 @@ from typing import Any
 import numpy as _np
 
 from adaptune.lang import ops as _ops
-from adaptune.lang.array import LazyArray, apply, asarray, dot, mean, reduce
-from adaptune.lang.fallback import FallbackWarning, eager
+from adaptune.lang.array import LazyArray, apply, asarray, dot, eager, mean, reduce
+from adaptune.lang.eager import FallbackWarning
 from adaptune.lang.ir import Scalar, View, check_dtype
 from adaptune.lang.session import FlushStats, session, use_runtime
 
@@ -214,15 +214,24 @@ random = _Random()
 
 
 def __getattr__(name: str) -> Any:
-    """Any other NumPy function: run eagerly, after one warning naming it."""
+    """Any other NumPy function: run eagerly, after one warning naming it (lazy arrays may sit anywhere in
+    its arguments: lists, tuples, keywords, ``out=``)."""
     target = getattr(_np, name, None)
     if callable(target):
         def fallback(*args: Any, **kwargs: Any) -> Any:
-            def call(*a: Any) -> Any:
-                xp = session().runtime.xp
-                return getattr(xp, name)(*a, **kwargs)
-            return eager(name, call, *args)
+            return eager(name, _xp_function(name), *args, **kwargs)
 
         fallback.__name__ = name
+        fallback.__doc__ = f"``numpy.{name}``, run eagerly (not compiled by adaptune)."
         return fallback
     raise AttributeError(f"module 'adaptune.numpy' has no attribute {name!r}")
+
+
+def _xp_function(name: str) -> Any:
+    """``name`` from the device's array module; a clear error where CuPy lacks it."""
+    xp = session().runtime.xp
+    fn = getattr(xp, name, None)
+    if fn is None:
+        raise NotImplementedError(f"adaptune.numpy: {name} is not supported on this device "
+                                  f"({xp.__name__} has no {name})")
+    return fn

@@ -1,4 +1,4 @@
-"""``LazyArray``: NumPy's array interface over the recorded trace.
+"""``LazyArray``: NumPy's array interface over the recorded trace, and the eager path for the rest of NumPy.
 
 An array is a view (shape, strides, offset, in elements) of a :class:`~adaptune.lang.session.Base`,
 whose current version is an IR node. Operations build nodes and return new arrays immediately; nothing
@@ -12,12 +12,13 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from adaptune.lang import ops
+from adaptune.lang.eager import cupy_tricks, warn_once
 from adaptune.lang.ir import (
     SUPPORTED_SET,
     Buffer,
@@ -160,8 +161,6 @@ class LazyArray:
     def __getitem__(self, key: Any) -> LazyArray:
         if isinstance(key, LazyArray | np.ndarray | list) or (
                 isinstance(key, tuple) and any(isinstance(k, LazyArray | np.ndarray | list) for k in key)):
-            from adaptune.lang.fallback import eager
-
             return eager("advanced indexing", lambda a, k: a[k], self, key)
         if key is Ellipsis:  # a[...]: the same view (the common target of an update)
             return LazyArray(self.base, self.shape, self.strides, self.offset, self.region, self.vdims)
@@ -237,8 +236,6 @@ class LazyArray:
     def __setitem__(self, key: Any, value: Any) -> None:
         if isinstance(key, LazyArray | np.ndarray | list) or (
                 isinstance(key, tuple) and any(isinstance(k, LazyArray | np.ndarray | list) for k in key)):
-            from adaptune.lang.fallback import eager_setitem
-
             eager_setitem(self, key, value)
             return
         target = self[key]
@@ -277,8 +274,6 @@ class LazyArray:
         elif nested_view(target.shape, target.strides):
             new = Update(base.node, (), (), vnode, strided=(target.strides, target.offset))
         else:
-            from adaptune.lang.fallback import eager_setitem
-
             eager_setitem(self, key, value)
             return
         base.node = new
@@ -359,9 +354,7 @@ class LazyArray:
             return out[0]
         if method == "reduce" and ufunc.__name__ in ops.REDUCTIONS and set(kwargs) <= {"axis", "keepdims"}:
             return reduce(ufunc.__name__, inputs[0], kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
-        from adaptune.lang.fallback import eager
-
-        return eager(f"{ufunc.__name__}.{method}", lambda *a: getattr(ufunc, method)(*a, **kwargs), *inputs)
+        return eager(f"{ufunc.__name__}.{method}", getattr(ufunc, method), *inputs, **kwargs)
 
     def __add__(self, o): return apply("add", self, o)  # noqa: E704
     def __radd__(self, o): return apply("add", o, self)  # noqa: E704
@@ -496,8 +489,6 @@ def _operand(o: Any) -> Any:
 def apply(name: str, *operands: Any) -> LazyArray:
     """Record ``np.<name>(*operands)`` element-wise (broadcasting, NumPy's dtype rules); eager if unknown."""
     if name not in ops.UFUNCS:
-        from adaptune.lang.fallback import eager
-
         return eager(name, getattr(np, name), *operands)
     ops_in = [_operand(o) for o in operands]
     keys = [o.dtype if isinstance(o, LazyArray) else np.dtype(type(o)) if isinstance(o, np.generic) else o
@@ -507,8 +498,6 @@ def apply(name: str, *operands: Any) -> LazyArray:
         check_dtype(out)
     kinds = ops.UFUNCS[name][2]
     if compute.kind not in kinds and not (compute.kind == "b" and name in ops.BOOL_OPS):
-        from adaptune.lang.fallback import eager
-
         return eager(f"{name} on {compute.name}", getattr(np, name), *ops_in)
     shapes = [o.shape for o in ops_in if isinstance(o, LazyArray)]
     shape = shapes[0] if shapes and all(s == shapes[0] for s in shapes) else np.broadcast_shapes(*shapes)
@@ -582,6 +571,93 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
 
 def dot(a: Any, b: Any) -> LazyArray:
     """Matrix product through the vendor library (cuBLAS via CuPy; NumPy's BLAS on the OpenCL device)."""
-    from adaptune.lang.fallback import library
-
     return library("matmul", lambda x, y: x @ y, a, b)
+
+
+# ---------------------------------------------------------------------------- eager fallback (array level)
+
+
+def _xp_value(a: LazyArray) -> Any:
+    """``a``'s value as an array of the device's array module (CuPy on CUDA, NumPy on OpenCL); flushes."""
+    sess = session()
+    if not isinstance(a.base.node, Buffer):
+        sess.flush()
+    bnode = a.base.node
+    return sess.runtime.as_xp(bnode.data, a.shape, a.strides, a.offset, a.dtype)
+
+
+def _to_xp(obj: Any, cuda: bool) -> Any:
+    """Every lazy array inside ``obj`` (nested lists, tuples, dicts) as an array-module value; on CUDA host
+    arrays are moved to the device too, so CuPy receives what NumPy would."""
+    if isinstance(obj, LazyArray):
+        return _xp_value(obj)
+    if type(obj) is list or type(obj) is tuple:
+        return type(obj)(_to_xp(o, cuda) for o in obj)
+    if type(obj) is dict:
+        return {k: _to_xp(v, cuda) for k, v in obj.items()}
+    if cuda and isinstance(obj, np.ndarray):
+        return _cupy().asarray(obj)
+    return obj
+
+
+def _cupy() -> Any:
+    import cupy  # optional: only reached on a CUDA session, which needs CuPy (extra ``cuda``)
+
+    return cupy
+
+
+def _wrap(result: Any) -> Any:
+    """Arrays (and NumPy scalars, as 0-d arrays) become lazy arrays, inside tuples and lists too; Python
+    values (``np.ndim``'s int, ``np.shape``'s tuple of ints) are returned as NumPy returns them."""
+    if type(result) is tuple or type(result) is list:
+        return type(result)(_wrap(r) for r in result)
+    if isinstance(result, np.generic):
+        return asarray(np.asarray(result))
+    if isinstance(result, np.ndarray) or type(result).__module__.startswith("cupy"):
+        return asarray(result)
+    return result
+
+
+def eager(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Warn once, then compute ``fn(*args, **kwargs)`` with the device's array module and wrap the result."""
+    warn_once(name)
+    return library(name, fn, *args, **kwargs)
+
+
+def library(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn`` on array-module values: lazy arrays anywhere in the arguments are computed and handed over as
+    NumPy would take them; a lazy ``out=`` receives the result as a recorded write (and is returned)."""
+    out = kwargs.pop("out", None)
+    lazy_out = isinstance(out, LazyArray) or (
+        type(out) is tuple and any(isinstance(o, LazyArray) for o in out))
+    if out is not None and not lazy_out:
+        kwargs["out"] = out
+    cuda = session().runtime.kind == "cuda"
+    result = _wrap(fn(*_to_xp(args, cuda), **_to_xp(kwargs, cuda)))
+    if not lazy_out:
+        return result
+    outs, results = (out, result) if type(out) is tuple else ((out,), (result,))
+    for o, r in zip(outs, results, strict=True):
+        if o is not None:
+            o[...] = r
+    return out
+
+
+def eager_setitem(target: LazyArray, key: Any, value: Any) -> None:
+    """``target[key] = value`` for keys the trace cannot express (arrays, masks, transposed views)."""
+    warn_once("setitem with this index")
+    sess = session()
+    base = target.base
+    if not isinstance(base.node, Buffer):
+        sess.flush()
+    bnode = base.node
+    rt = sess.runtime
+    whole = rt.as_xp(bnode.data, bnode.shape, contiguous_strides(bnode.shape), 0, bnode.dtype)
+    whole = np.array(whole) if rt.kind == "opencl" else whole.copy()  # the old buffer may be shared
+    item = whole.dtype.itemsize
+    flat = whole.reshape(-1)
+    view = (np.lib.stride_tricks if rt.kind == "opencl" else cupy_tricks()).as_strided(
+        flat[target.offset:], target.shape, tuple(s * item for s in target.strides))
+    cuda = rt.kind == "cuda"
+    view[_to_xp(key, cuda)] = _to_xp(value, cuda)
+    base.node = asarray(whole).base.node

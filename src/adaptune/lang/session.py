@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from adaptune.lang import fuse
+from adaptune.lang.eager import evaluate_eagerly
 from adaptune.lang.ir import Buffer, Node, Scalar
+from adaptune.lang.rules import default_choice
 from adaptune.lang.runtime import KernelCompileError, Runtime
 
 AUTO_FLUSH_NODES = 400  # a loop that never flushes is flushed once this many operations are pending (code
@@ -145,8 +147,6 @@ class Session:
         try:
             plan = fuse.build(order, pos, roots, runtime, self._choose, self._coalesce)
         except KernelCompileError as exc:
-            from adaptune.lang.fallback import evaluate_eagerly
-
             stats.fallback = str(exc).splitlines()[0]
             results = evaluate_eagerly(roots, runtime, str(exc))
             self._assign(bases, roots, root_of, results, owned=False)
@@ -186,8 +186,6 @@ class Session:
     def _choose(self, rs: Any, node: Any, runtime: Runtime) -> tuple[str, dict[str, int]]:
         if self._chooser is not None:
             return self._chooser(rs, node, runtime)
-        from adaptune.lang.rules import default_choice
-
         return default_choice(rs, runtime)
 
 
