@@ -20,7 +20,7 @@ from typing import Any
 import numpy as _np
 
 from adaptune.lang import ops as _ops
-from adaptune.lang.array import LazyArray, apply, asarray, dot, eager, mean, reduce
+from adaptune.lang.array import LazyArray, apply, asarray, divmod_, dot, eager, library, mean, reduce
 from adaptune.lang.eager import FallbackWarning
 from adaptune.lang.ir import Scalar, View, check_dtype
 from adaptune.lang.session import FlushStats, session, use_runtime
@@ -35,7 +35,7 @@ dtype = _np.dtype
 __all__ = ["FallbackWarning", "FlushStats", "LazyArray", "ndarray", "array", "asarray", "asnumpy", "flush",
            "last_flush", "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
            "arange", "linspace", "where", "sum", "prod", "max", "min", "amax", "amin", "mean", "any", "all",
-           "dot", "matmul", "reshape", "transpose", "random", "use_device"]
+           "dot", "matmul", "divmod", "reshape", "transpose", "random", "use_device"]
 
 
 def flush() -> FlushStats:
@@ -72,6 +72,9 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> LazyArray:
     shp = _shape(shape)
     if _builtins.any(n < 0 for n in shp):
         raise ValueError("negative dimensions are not allowed")
+    if isinstance(fill_value, LazyArray) or _np.ndim(fill_value) > 0:  # an array of fill values, broadcast
+        fill = asarray(fill_value)
+        return fill.astype(dtype if dtype is not None else fill.dtype).broadcast_to(shp).copy()
     dt = check_dtype(dtype if dtype is not None else _np.asarray(fill_value).dtype)
     node = View(Scalar(fill_value, dt), shp, (0,) * len(shp), 0)
     return LazyArray.wrap(_fill(node))
@@ -152,7 +155,12 @@ def all(a: Any, axis: Any = None, keepdims: bool = False) -> LazyArray:  # noqa:
     return reduce("logical_and", a, axis, keepdims=keepdims)
 
 
-matmul = dot
+def matmul(a: Any, b: Any) -> LazyArray:
+    """Matrix product through the vendor library (cuBLAS via CuPy; NumPy's BLAS on the OpenCL device)."""
+    return library("matmul", lambda x, y: x @ y, a, b)
+
+
+divmod = divmod_  # noqa: A001
 
 
 def reshape(a: Any, shape: Any) -> LazyArray:

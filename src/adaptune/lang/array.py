@@ -346,7 +346,7 @@ class LazyArray:
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs:
-            return apply(ufunc.__name__, *inputs)
+            return divmod_(*inputs) if ufunc.__name__ == "divmod" else apply(ufunc.__name__, *inputs)
         out = kwargs.get("out")
         if method == "__call__" and set(kwargs) == {"out"} and isinstance(out, tuple) and len(out) == 1 \
                 and isinstance(out[0], LazyArray):
@@ -368,6 +368,8 @@ class LazyArray:
     def __rfloordiv__(self, o): return apply("floor_divide", o, self)  # noqa: E704
     def __mod__(self, o): return apply("remainder", self, o)  # noqa: E704
     def __rmod__(self, o): return apply("remainder", o, self)  # noqa: E704
+    def __divmod__(self, o): return divmod_(self, o)  # noqa: E704
+    def __rdivmod__(self, o): return divmod_(o, self)  # noqa: E704
     def __pow__(self, o): return _power(self, o)  # noqa: E704
     def __rpow__(self, o): return apply("power", o, self)  # noqa: E704
     def __neg__(self): return apply("negative", self)  # noqa: E704
@@ -385,8 +387,8 @@ class LazyArray:
     def __ge__(self, o): return apply("greater_equal", self, o)  # noqa: E704
     def __eq__(self, o): return apply("equal", self, o)  # noqa: E704
     def __ne__(self, o): return apply("not_equal", self, o)  # noqa: E704
-    def __matmul__(self, o): return dot(self, o)  # noqa: E704
-    def __rmatmul__(self, o): return dot(o, self)  # noqa: E704
+    def __matmul__(self, o): return library("matmul", lambda x, y: x @ y, self, o)  # noqa: E704
+    def __rmatmul__(self, o): return library("matmul", lambda x, y: x @ y, o, self)  # noqa: E704
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like ndarray
 
@@ -398,6 +400,8 @@ class LazyArray:
     def __isub__(self, o): return self._inplace("subtract", o)  # noqa: E704
     def __imul__(self, o): return self._inplace("multiply", o)  # noqa: E704
     def __itruediv__(self, o): return self._inplace("true_divide", o)  # noqa: E704
+    def __ifloordiv__(self, o): return self._inplace("floor_divide", o)  # noqa: E704
+    def __imod__(self, o): return self._inplace("remainder", o)  # noqa: E704
 
     # ------------------------------------------------------------------------ reductions
 
@@ -510,6 +514,11 @@ def apply(name: str, *operands: Any) -> LazyArray:
     return LazyArray.wrap(Map(name, tuple(children), shape, out, compute))
 
 
+def divmod_(a: Any, b: Any) -> tuple[LazyArray, LazyArray]:
+    """``np.divmod``: floor quotient and remainder, recorded together (one fused kernel computes both)."""
+    return apply("floor_divide", a, b), apply("remainder", a, b)
+
+
 def _power(a: LazyArray, o: Any) -> LazyArray:
     if isinstance(o, numbers.Integral) and not isinstance(o, bool) and 0 <= int(o) <= 4:
         if int(o) == 0:
@@ -570,8 +579,15 @@ def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
 
 
 def dot(a: Any, b: Any) -> LazyArray:
-    """Matrix product through the vendor library (cuBLAS via CuPy; NumPy's BLAS on the OpenCL device)."""
-    return library("matmul", lambda x, y: x @ y, a, b)
+    """``np.dot`` through the vendor library (cuBLAS via CuPy; NumPy's BLAS on the OpenCL device); a scalar
+    operand multiplies, as in NumPy."""
+    if _ndim(a) == 0 or _ndim(b) == 0:
+        return apply("multiply", a, b)
+    return library("dot", lambda x, y: session().runtime.xp.dot(x, y), a, b)
+
+
+def _ndim(v: Any) -> int:
+    return v.ndim if isinstance(v, LazyArray) else np.ndim(v)
 
 
 # ---------------------------------------------------------------------------- eager fallback (array level)
