@@ -10,6 +10,7 @@ NumPy's own exception types.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import numbers
 from collections.abc import Callable, Sequence
@@ -159,8 +160,7 @@ class LazyArray:
     # ------------------------------------------------------------------------ views
 
     def __getitem__(self, key: Any) -> LazyArray:
-        if isinstance(key, LazyArray | np.ndarray | list) or (
-                isinstance(key, tuple) and any(isinstance(k, LazyArray | np.ndarray | list) for k in key)):
+        if _advanced(key):
             return eager("advanced indexing", lambda a, k: a[k], self, key)
         if key is Ellipsis:  # a[...]: the same view (the common target of an update)
             return LazyArray(self.base, self.shape, self.strides, self.offset, self.region, self.vdims)
@@ -234,8 +234,7 @@ class LazyArray:
                          tuple(vdims) if region is not None else None)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if isinstance(key, LazyArray | np.ndarray | list) or (
-                isinstance(key, tuple) and any(isinstance(k, LazyArray | np.ndarray | list) for k in key)):
+        if _advanced(key):
             eager_setitem(self, key, value)
             return
         target = self[key]
@@ -254,7 +253,7 @@ class LazyArray:
         if val is not None:
             if val.shape != target.shape:
                 try:
-                    if np.broadcast_shapes(val.shape, target.shape) != target.shape:
+                    if broadcast_shapes(val.shape, target.shape) != target.shape:
                         raise ValueError
                 except ValueError:
                     raise ValueError(f"could not broadcast input array from shape {val.shape} into shape "
@@ -283,7 +282,7 @@ class LazyArray:
         shape = tuple(shape)
         if shape == self.shape:
             return self
-        np.broadcast_shapes(self.shape, shape)  # NumPy's ValueError on mismatch
+        broadcast_shapes(self.shape, shape)  # NumPy's ValueError on mismatch
         lead = len(shape) - self.ndim
         if lead < 0:
             raise ValueError(f"cannot broadcast a non-scalar to a scalar array: {self.shape} -> {shape}")
@@ -427,6 +426,35 @@ class LazyArray:
         return mean(self, axis, dtype=dtype, keepdims=keepdims)
 
 
+_INDEX_ARRAYS = (LazyArray, np.ndarray, list)
+
+
+def _advanced(key: Any) -> bool:
+    """True for keys only the eager path handles (integer or boolean arrays, lists, in a tuple too)."""
+    if isinstance(key, _INDEX_ARRAYS):
+        return True
+    if type(key) is tuple:
+        for k in key:
+            if isinstance(k, _INDEX_ARRAYS):
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """``np.broadcast_shapes`` for shape tuples, cached: NumPy's builds arrays per call (several us, on every
+    recorded operation over differently shaped operands); NumPy's own error on a mismatch."""
+    if len(set(shapes)) == 1:
+        return shapes[0]
+    out: list[int] = []
+    for dims in itertools.zip_longest(*[s[::-1] for s in shapes], fillvalue=1):
+        sizes = set(dims) - {1}
+        if len(sizes) > 1:
+            return np.broadcast_shapes(*shapes)  # raises NumPy's ValueError
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out[::-1])
+
+
 @functools.lru_cache(maxsize=4096)
 def _whole(shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[tuple[int, int, int], ...], tuple[int, ...]]:
     return contiguous_strides(shape), tuple((0, 1, n) for n in shape), tuple(range(len(shape)))
@@ -440,12 +468,12 @@ def _ordered(vdims: tuple[int, ...]) -> bool:
 def _reshape_shape(size: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     if shape.count(-1) > 1:
         raise ValueError("can only specify one unknown dimension")
-    known = int(np.prod([s for s in shape if s != -1]))
+    known = math.prod([s for s in shape if s != -1])
     if -1 in shape:
         if known == 0 or size % known:
             raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
         shape = tuple(size // known if s == -1 else s for s in shape)
-    if int(np.prod(shape)) != size:
+    if math.prod(shape) != size:
         raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
     return shape
 
@@ -504,7 +532,7 @@ def apply(name: str, *operands: Any) -> LazyArray:
     if compute.kind not in kinds and not (compute.kind == "b" and name in ops.BOOL_OPS):
         return eager(f"{name} on {compute.name}", getattr(np, name), *ops_in)
     shapes = [o.shape for o in ops_in if isinstance(o, LazyArray)]
-    shape = shapes[0] if shapes and all(s == shapes[0] for s in shapes) else np.broadcast_shapes(*shapes)
+    shape = shapes[0] if len(shapes) == 1 else broadcast_shapes(*shapes)
     children: list[Node] = []
     for o in ops_in:
         if isinstance(o, LazyArray):
@@ -557,7 +585,7 @@ def reduce(op: str, a: Any, axis: Any = None, dtype: Any = None, keepdims: bool 
     if op in ("logical_or", "logical_and"):
         src = Map("cast", (src,), src.shape, np.dtype(np.bool_), src.dtype) if src.dtype != np.bool_ else src
         out_dt = np.dtype(np.bool_)
-    length = int(np.prod([a.shape[d] for d in axes]))
+    length = math.prod([a.shape[d] for d in axes])
     if length == 0 and op in ("maximum", "minimum"):
         raise ValueError(f"zero-size array to reduction operation {op} which has no identity")
     if not axes:
@@ -572,7 +600,7 @@ def reduce(op: str, a: Any, axis: Any = None, dtype: Any = None, keepdims: bool 
 def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> LazyArray:
     a = a if isinstance(a, LazyArray) else asarray(a)
     axes = normalize_axes(axis, a.ndim)
-    count = int(np.prod([a.shape[d] for d in axes]))
+    count = math.prod([a.shape[d] for d in axes])
     acc = dtype or (np.float64 if a.dtype.kind in "biu" else a.dtype)
     total = reduce("add", a, axis, dtype=acc, keepdims=keepdims)
     return apply("true_divide", total, float(count)) if count else apply("multiply", total, float("nan"))
