@@ -23,6 +23,7 @@ from adaptune.lang import ops as _ops
 from adaptune.lang.array import LazyArray, apply, asarray, divmod_, dot, eager, library, mean, reduce
 from adaptune.lang.eager import FallbackWarning
 from adaptune.lang.ir import Scalar, View, check_dtype
+from adaptune.lang.jit import jit
 from adaptune.lang.session import FlushStats, session, use_runtime
 
 ndarray = LazyArray
@@ -35,7 +36,7 @@ dtype = _np.dtype
 __all__ = ["FallbackWarning", "FlushStats", "LazyArray", "ndarray", "array", "asarray", "asnumpy", "flush",
            "last_flush", "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
            "arange", "linspace", "where", "sum", "prod", "max", "min", "amax", "amin", "mean", "any", "all",
-           "dot", "matmul", "divmod", "reshape", "transpose", "random", "use_device"]
+           "dot", "matmul", "divmod", "jit", "reshape", "transpose", "random", "use_device"]
 
 
 def flush() -> FlushStats:

@@ -498,15 +498,10 @@ def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = N
     vals = [order[i].data for i in plan.leaf_slots]  # type: ignore[attr-defined]
     if plan.scalar_slots:
         vals += [order[i].arg for i in plan.scalar_slots]  # type: ignore[attr-defined]
+    if record is None:
+        return launch(plan, vals, runtime)
     vals += plan.tmp_none
     alloc = runtime.alloc
-    if record is None:
-        for fn, grid, block, getter, outs in plan.fast:
-            for i, n, dtype in outs:
-                vals[i] = alloc(n, dtype)
-            if fn is not None:
-                fn(grid, block, getter(vals))
-        return [vals[i] for i in plan.root_vals]
     for step, (fn, grid, block, getter, outs) in zip(plan.steps, plan.fast, strict=True):
         for i, n, dtype in outs:
             vals[i] = alloc(n, dtype)
@@ -514,4 +509,18 @@ def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = N
         if fn is not None:
             fn(grid, block, tuple(args))
         record.append((step, args))
+    return [vals[i] for i in plan.root_vals]
+
+
+def launch(plan: Plan, vals: list[Any], runtime: Runtime) -> list[Any]:
+    """The cache-hit path: ``vals`` = [leaf buffers..., scalar arguments...] in the plan's slot order (a
+    replayed trace binds them without walking a graph); allocates the temporaries, launches, returns the
+    roots' buffers."""
+    vals += plan.tmp_none
+    alloc = runtime.alloc
+    for fn, grid, block, getter, outs in plan.fast:
+        for i, n, dtype in outs:
+            vals[i] = alloc(n, dtype)
+        if fn is not None:
+            fn(grid, block, getter(vals))
     return [vals[i] for i in plan.root_vals]

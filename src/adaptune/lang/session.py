@@ -64,6 +64,7 @@ class Session:
         self.last_order: list[Node] = []
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
         self._coalesce = True
+        self.generation = 0  # bumped whenever cached plans are dropped (replayed traces hold plans too)
 
     @property
     def chooser(self) -> Callable[..., tuple[str, dict[str, int]]] | None:
@@ -74,7 +75,7 @@ class Session:
     @chooser.setter
     def chooser(self, value: Callable[..., tuple[str, dict[str, int]]] | None) -> None:
         self._chooser = value
-        self.plans.clear()
+        self.drop_plans()
 
     @property
     def coalesce(self) -> bool:
@@ -85,7 +86,11 @@ class Session:
     @coalesce.setter
     def coalesce(self, value: bool) -> None:
         self._coalesce = bool(value)
+        self.drop_plans()
+
+    def drop_plans(self) -> None:
         self.plans.clear()
+        self.generation += 1
 
     @property
     def runtime(self) -> Runtime:
@@ -104,6 +109,17 @@ class Session:
     def flush(self) -> FlushStats:
         t0 = time.perf_counter()
         pending = self.pending
+        bases, roots, root_of = self.collect()
+        try:
+            return self.flush_collected(bases, roots, root_of, t0)
+        except BaseException:
+            self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
+            raise
+
+    def collect(self) -> tuple[list[Base], list[Node], dict[int, int]]:
+        """Take the pending arrays: the live bases whose node is an expression, the distinct roots, and
+        each root's index by id (a node two bases hold is computed once)."""
+        pending = self.pending
         self.pending = {}
         self.ops_since_flush = 0
         bases: list[Base] = []
@@ -120,13 +136,11 @@ class Session:
                 root_of[id(node)] = len(roots)
                 roots.append(node)
             bases.append(b)
-        try:
-            return self._flush(bases, roots, root_of, t0)
-        except BaseException:
-            self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
-            raise
+        return bases, roots, root_of
 
-    def _flush(self, bases: list[Base], roots: list[Node], root_of: dict[int, int], t0: float) -> FlushStats:
+    def flush_collected(self, bases: list[Base], roots: list[Node], root_of: dict[int, int],
+                        t0: float) -> FlushStats:
+        """Flush what ``collect`` took (``jit`` traces through this to learn which base got which root)."""
         if not roots:
             self.last = FlushStats()
             return self.last
