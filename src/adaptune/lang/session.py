@@ -149,7 +149,7 @@ class Session:
         runtime = self.runtime
         if plan is not None:  # the steady state: no planning, prepared launches
             results = fuse.run(plan, order, runtime)
-            self._assign(bases, roots, root_of, results)
+            self.assign(bases, roots, root_of, results)
             self.last_plan, self.last_order = plan, order  # kept for replay (benchmarks time the kernels alone)
             self.flushes += 1
             self.history_kernels += plan.kernels
@@ -163,7 +163,7 @@ class Session:
         except KernelCompileError as exc:
             stats.fallback = str(exc).splitlines()[0]
             results = evaluate_eagerly(roots, runtime, str(exc))
-            self._assign(bases, roots, root_of, results, owned=False)
+            self.assign(bases, roots, root_of, results, owned=False)
             stats.host_us = (time.perf_counter() - t0) * 1e6
             self.last = stats
             return stats
@@ -175,7 +175,7 @@ class Session:
         if record:
             self.tuner.tune(record, runtime)
             fuse.prepare(plan)  # the tuner may have changed work-group sizes
-        self._assign(bases, roots, root_of, results)
+        self.assign(bases, roots, root_of, results)
         stats.kernels, stats.bytes, stats.inplace = plan.kernels, plan.bytes, plan.inplace
         stats.host_us = (time.perf_counter() - t0) * 1e6
         self.last = stats
@@ -184,7 +184,7 @@ class Session:
         return stats
 
     @staticmethod
-    def _assign(bases: list[Base], roots: list[Node], root_of: dict[int, int], results: list[Any],
+    def assign(bases: list[Base], roots: list[Node], root_of: dict[int, int], results: list[Any],
                 owned: bool = True) -> None:
         """Each base's expression becomes its buffer; a buffer that two bases receive is shared (copies
         made before the flush), so neither may later overwrite it in place."""
