@@ -101,12 +101,17 @@ def test_aliased_arguments_and_returned_views():
     assert len(f.traces) == 2
 
 
+@pytest.mark.filterwarnings("ignore::adaptune.lang.eager.FallbackWarning")
 def test_functions_that_need_values_or_keep_arrays_run_plainly():
     kept = []
 
     @anp.jit
     def reads(a):
         return a * float(a.sum())  # a value while tracing: nothing to replay
+
+    @anp.jit
+    def reads_stored(a):
+        return a * a.get()[0] + anp.cumsum(a)  # values of an argument already in memory (no flush)
 
     @anp.jit
     def keeps(a):
@@ -118,6 +123,10 @@ def test_functions_that_need_values_or_keep_arrays_run_plainly():
         np.testing.assert_array_equal(reads(x).get(), np.arange(4.0) * 6)
         np.testing.assert_array_equal(keeps(x).get(), np.arange(4.0) + 1)
     assert not reads.traces and not keeps.traces
+    for start in (0.0, 5.0):
+        y = anp.asarray(np.arange(start, start + 4))
+        np.testing.assert_array_equal(reads_stored(y).get(), y.get() * start + np.cumsum(y.get()))
+    assert not reads_stored.traces
     np.testing.assert_array_equal(kept[-1].get(), np.arange(4.0) * 3)
 
 

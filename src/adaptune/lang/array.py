@@ -108,6 +108,7 @@ class LazyArray:
     def get(self) -> np.ndarray:
         """The value as a NumPy array (flushes the pending trace)."""
         sess = session()
+        sess.reads += 1
         if not isinstance(self.base.node, Buffer):
             sess.flush()
         bnode = self.base.node
@@ -624,6 +625,7 @@ def _ndim(v: Any) -> int:
 def _xp_value(a: LazyArray) -> Any:
     """``a``'s value as an array of the device's array module (CuPy on CUDA, NumPy on OpenCL); flushes."""
     sess = session()
+    sess.reads += 1
     if not isinstance(a.base.node, Buffer):
         sess.flush()
     bnode = a.base.node
@@ -691,6 +693,7 @@ def eager_setitem(target: LazyArray, key: Any, value: Any) -> None:
     """``target[key] = value`` for keys the trace cannot express (arrays, masks, transposed views)."""
     warn_once("setitem with this index")
     sess = session()
+    sess.reads += 1
     base = target.base
     if not isinstance(base.node, Buffer):
         sess.flush()

@@ -9,9 +9,9 @@ array returned). Later calls bind the new arguments' buffers to the plan's slots
 recording, no graph walk, no plan look-up.
 
 Semantics are ``jax.jit``'s: arrays the function reads without taking them as arguments, and Python
-values it computes, are captured at trace time. A function that needs a value while tracing (``float(x)``,
-``print``, an eager fallback: anything that flushes), keeps an array it created anywhere but its return
-value, or takes keyword or non-array arguments is simply run as it is, every call.
+values it computes, are captured at trace time. A function that reads a value while tracing (``float(x)``,
+``print``, ``.get()``, an eager fallback such as ``anp.cumsum``), keeps an array it created anywhere but its
+return value, or takes keyword or non-array arguments is simply run as it is, every call.
 """
 
 from __future__ import annotations
@@ -83,11 +83,11 @@ def _signature(args: tuple) -> tuple | None:
 def _record(fn: Callable[..., Any], args: tuple, sess: Session) -> tuple[Any, _Trace | None]:
     """Run ``fn`` recording as usual, flush, and note how to bind a later call to the plan (None: not
     replayable)."""
-    flushes = sess.flushes
+    flushes, reads = sess.flushes, sess.reads
     before = [a.base.node if isinstance(a, LazyArray) else None for a in args]
     out = fn(*args)
-    if sess.flushes != flushes:
-        return out, None  # fn needed a value while tracing: its work depends on data
+    if sess.flushes != flushes or sess.reads != reads:
+        return out, None  # fn read a value while tracing (or ran something eagerly): its work depends on data
     t0 = time.perf_counter()
     bases, roots, root_of = sess.collect()
     receives = [(b, root_of[id(b.node)]) for b in bases]  # before the flush replaces the expressions
