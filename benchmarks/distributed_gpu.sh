@@ -1,7 +1,7 @@
 #!/bin/bash
 # The 2-GPU parts of the distributed benchmarks, as run on nvidia-h200-x2 (see docs/distributed.md):
-# brute force of the matmul example on 1 vs 2 GPUs (benchmarks/distributed.py gpu) and the GPU suite's
-# labelling on 1 vs 2 GPUs (benchmarks/distributed_labelling.py); COMPILE=1: compilation fanned out to CPU actors.
+# brute force of the matmul example on 1 vs 2 GPUs (benchmarks/distributed/run.py gpu) and the GPU suite's
+# labelling on 1 vs 2 GPUs (benchmarks/gpu_suite/ray_labelling.py); COMPILE=1: compilation fanned out to CPU actors.
 # Ray travels as a slimmed copy of its wheel (no Java jars, RLlib, Serve, Tune, Train or dashboard build:
 # the full wheel is larger than what a run may carry) plus the wheels the machine lacks.
 # usage (from the repository root of the carried copy): bash benchmarks/distributed_gpu.sh WHEELS_DIR OUT_DIR
@@ -21,19 +21,19 @@ echo "setup $(( $(date +%s) - t0 )) s"
 nvidia-smi -L
 python3 -c "import ray, sqlalchemy; print('ray', ray.__version__, 'sqlalchemy', sqlalchemy.__version__)"
 if [ "${MATMUL:-1}" = 1 ]; then
-  timeout ${MATMUL_CAP:-200} python3 benchmarks/distributed.py gpu --sample ${SAMPLE:-200} \
+  timeout ${MATMUL_CAP:-200} python3 -m benchmarks.distributed.run gpu --sample ${SAMPLE:-200} \
     --max-seconds ${MAX_SECONDS:-150} --out "$OUT/distributed.json"
   echo "matmul part done at $(( $(date +%s) - t0 )) s"
 fi
 if [ "${LABELLING:-1}" = 1 ]; then
-  timeout ${LABELLING_CAP:-200} python3 benchmarks/distributed_labelling.py --gpus 1 2 \
+  timeout ${LABELLING_CAP:-200} python3 -m benchmarks.gpu_suite.ray_labelling --gpus 1 2 \
     --benchmarks ${BENCHES:-spmv histogram sort bfs} --commit "${COMMIT:-}" --out "$OUT/distributed_labelling.json"
   echo "labelling part done at $(( $(date +%s) - t0 )) s"
 fi
 if [ "${COMPILE:-0}" = 1 ]; then  # one GPU: compiling ahead itself vs fed cubins by CPU-only actors
-  timeout ${COMPILE_CAP:-150} python3 benchmarks/distributed.py compile --sample ${COMPILE_SAMPLE:-60} \
+  timeout ${COMPILE_CAP:-150} python3 -m benchmarks.distributed.run compile --sample ${COMPILE_SAMPLE:-60} \
     --compile-workers ${COMPILE_WORKERS:-8} --out "$OUT/distributed.json"
   echo "compile part done at $(( $(date +%s) - t0 )) s"
 fi
-[ "${REPLAY:-0}" = 1 ] && timeout 100 python3 benchmarks/distributed.py replay --jobs 30 --repeats 25 --max-evals 100 --out "$OUT/distributed.json"
+[ "${REPLAY:-0}" = 1 ] && timeout 100 python3 -m benchmarks.distributed.run replay --jobs 30 --repeats 25 --max-evals 100 --out "$OUT/distributed.json"
 echo "all done at $(( $(date +%s) - t0 )) s"

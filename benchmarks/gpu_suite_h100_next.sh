@@ -13,9 +13,9 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src OMP_NUM_THREADS=${OMP_NUM_THREADS:
 PY=${PYTHON:-python3}
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1 | tee "$OUT/gpu.txt"
-{ time $PY benchmarks/gpu_suite.py smoke --device "${DEVICE:-cuda}" ; } > "$OUT/smoke.log" 2>&1; tail -4 "$OUT/smoke.log"
+{ time $PY -m benchmarks.gpu_suite.run smoke --device "${DEVICE:-cuda}" ; } > "$OUT/smoke.log" 2>&1; tail -4 "$OUT/smoke.log"
 # shellcheck disable=SC2086  # RUN_ARGS holds several arguments
-timeout 420 $PY benchmarks/gpu_suite.py run --out "$OUT" --commit "${ADAPTUNE_COMMIT:-unknown}" \
+timeout 420 $PY -m benchmarks.gpu_suite.run run --out "$OUT" --commit "${ADAPTUNE_COMMIT:-unknown}" \
     --device "${DEVICE:-cuda}" ${RUN_ARGS:-} 2>&1 | tail -12
-$PY benchmarks/gpu_suite.py analyse "$OUT/raw.json" --out "$OUT" --stem gpu_suite_h100 --jobs 4 \
-    --previous benchmarks/results/gpu_suite_h100.md 2>&1 | grep -E "distilled|fraction of oracle|best fixed|share" | head -20
+$PY -m benchmarks.gpu_suite.run analyse "$OUT/raw.json" --out "$OUT" --stem gpu_suite_h100 --jobs 4 \
+    --previous benchmarks/gpu_suite/results/gpu_suite_h100.md 2>&1 | grep -E "distilled|fraction of oracle|best fixed|share" | head -20

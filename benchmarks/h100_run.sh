@@ -13,7 +13,7 @@ case "${1:-all}" in
   tests|all)
     python3 -m pytest -q -x tests/test_backends_cuda.py 2>&1 | tail -5 ;;&
   kt|all)
-    timeout 540 python3 benchmarks/vs_kernel_tuner.py benchmarks/specs/matmul_h100_t1.json --backend cuda \
+    timeout 540 python3 -m benchmarks.vs_kernel_tuner.run benchmarks/vs_kernel_tuner/specs/matmul_h100_t1.json --backend cuda \
         --out "$OUT" --db "$OUT/h100.db" ;;&
   record|all)
     for ex in reduction convolution; do
