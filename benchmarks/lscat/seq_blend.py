@@ -4,7 +4,7 @@ model's predicted relative performances and score the argmax.
 
     python -m benchmarks.lscat.seq_blend [--seeds 2]     # needs torch and data/lscat_work
 
-Writes benchmarks/results/lscat_seq_blend.json. The blend weight (0.5) was fixed, not tuned.
+Writes benchmarks/lscat/results/lscat_seq_blend.json. The blend weight (0.5) was fixed, not tuned.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Two groups of spaces, each at its own budget: the six convolution_milo GPUs (the
 ``--max-evals``, and the spaces of other kernels, every ``data/recorded/*.json(.gz)`` (picked up
 automatically) and Kernel Tuner test caches with at least 100 configurations, at ``--other-evals``
 (they hold only 250-600 configurations). Also measures ``auto``'s ask+tell cost on a space of
-10^4 valid configurations. Writes benchmarks/results/search_comparison.{json,md,png} (and
+10^4 valid configurations. Writes benchmarks/search/results/search_comparison.{json,md,png} (and
 search_comparison_other.png).
 
     .venv/bin/python -m benchmarks.search.run [--repeats 25] [--kt-repeats 25] [--max-evals 100]

@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [f"# Issue 12 diagnostic: {args.bench}, {len(names)} devices, P-DFS features {', '.join(pdfs)}", "",
              f"- {datetime.date.today().isoformat()}, code at commit {commit} (+ working tree), "
              "replay of the committed labels: " + ", ".join(f"{short(n)} ({r['commit']})" for n, r in zip(names, raws, strict=True)),
-             "- SVM as in transfer_devices.py (libsvm grid, coarse); distances in the scaled device block only", "",
+             "- SVM as in benchmarks/transfer/devices.py (libsvm grid, coarse); distances in the scaled device block only", "",
              "Oracle label share on each device's training inputs (what the model learns per device):", ""]
     for n, t in zip(names, tr, strict=True):
         share = Counter(common[i] for i in np.argmin(t[1], 1))

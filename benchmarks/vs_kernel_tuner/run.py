@@ -6,7 +6,7 @@ best (to judge "same best within measurement noise"). Writes OUT/vs_kernel_tuner
 
     python -m benchmarks.vs_kernel_tuner.run benchmarks/vs_kernel_tuner/specs/matmul_pocl_t1.json --backend opencl
     python -m benchmarks.vs_kernel_tuner.run benchmarks/vs_kernel_tuner/specs/matmul_h100_t1.json --backend cuda
-    python -m benchmarks.vs_kernel_tuner.run --profile smoke     # vector_add on PoCL, 1 repeat (seconds)
+    python -m benchmarks.vs_kernel_tuner.run --profile smoke     # 2 matmul configurations on PoCL, 1 repeat
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from adaptune.tuning.spec_file import load_problem
 from benchmarks.harness import parse_study_args, run_metadata, study_parser, write_results
 
 HERE = Path(__file__).resolve().parent
-SMOKE = {"spec": str(HERE.parents[1] / "examples" / "vector_add" / "problem.py"), "repeats": 1}
+SMOKE = {"spec": str(HERE / "specs" / "matmul_smoke_t1.json"), "repeats": 1}  # 2 configurations
 
 
 def kernel_tuner_run(problem, backend: str, repeats: int, device: int) -> tuple[float, dict, list[dict]]:

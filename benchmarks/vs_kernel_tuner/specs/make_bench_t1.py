@@ -50,7 +50,7 @@ def documents() -> dict[str, dict]:
                             constants, [size, size],
                             (["block_size_x", "tile_size_x"], ["block_size_y", "tile_size_y"]), args, [])
         kernel = "kernel.cl" if lang == "opencl" else "kernel.cu"
-        doc["KernelSpecification"]["KernelFile"] = f"../../examples/matmul/{kernel}"
+        doc["KernelSpecification"]["KernelFile"] = f"../../../examples/matmul/{kernel}"
         out[file] = doc
     return out
 
