@@ -106,7 +106,71 @@ def test_no_import_circle(package):
     assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
-if __name__ == "__main__":  # python tests/test_import_layers.py: print the circles
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """adaptune's top-level packages and modules and which of them each imports."""
+    def top(module: str) -> str:
+        return module.split(".")[1] if module.count(".") else "adaptune"
+
+    packages: dict[str, set[str]] = {top(m): set() for m in graph}
+    for module, deps in graph.items():
+        packages[top(module)].update(top(d) for d in deps if top(d) != top(module))
+    return packages
+
+
+def floors(packages: dict[str, set[str]]) -> dict[str, int]:
+    """Floor 0 imports nothing of adaptune; every package sits one floor above the highest it imports."""
+    level: dict[str, int] = {}
+
+    def floor(name: str) -> int:
+        if name not in level:
+            level[name] = 1 + max((floor(d) for d in packages[name]), default=-1)
+        return level[name]
+
+    for name in packages:
+        floor(name)
+    return level
+
+
+def mermaid(packages: dict[str, set[str]]) -> str:
+    """The package graph as a mermaid flowchart, floors bottom-up, edges implied by others left out."""
+    def reaches(a: str, b: str, skip: str) -> bool:
+        seen, todo = set(), [d for d in packages[a] if d != skip]
+        while todo:
+            n = todo.pop()
+            if n == b:
+                return True
+            if n not in seen:
+                seen.add(n)
+                todo.extend(packages[n])
+        return False
+
+    level = floors(packages)
+    lines = ["flowchart BT"]
+    for f in sorted(set(level.values())):
+        names = sorted(n for n in level if level[n] == f and n not in ("adaptune", "__main__"))
+        if names:
+            lines.append(f"  subgraph floor{f}[floor {f}]")
+            lines += [f"    {n}" for n in names]
+            lines.append("  end")
+    for a in sorted(packages):
+        for b in sorted(packages[a]):
+            if a not in ("adaptune", "__main__") and b != "adaptune" and not reaches(a, b, skip=b):
+                lines.append(f"  {a} --> {b}")
+    return "\n".join(lines) + "\n"
+
+
+ARCHITECTURE = SRC.parent / "docs" / "ARCHITECTURE.md"
+
+
+def test_architecture_picture_is_the_real_import_graph():
+    text = ARCHITECTURE.read_text()
+    assert "```mermaid\n" + mermaid(package_graph(GRAPH)) + "```" in text, (
+        "docs/ARCHITECTURE.md is out of date: python tests/test_import_layers.py --mermaid prints the picture")
+
+
+if __name__ == "__main__":  # python tests/test_import_layers.py [--mermaid]: the circles, or the picture
+    if "--mermaid" in sys.argv:
+        print(mermaid(package_graph(import_graph())), end="")
     for component in cycles(import_graph()):
-        print(" <-> ".join(component))
+        print(" <-> ".join(component), file=sys.stderr)
     sys.exit(0)
