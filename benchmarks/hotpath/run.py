@@ -256,7 +256,8 @@ def summary(res: dict[str, Any], old: dict[str, Any]) -> str:
         if row["handwritten_ms"]:
             row["jit_le_1.1x_handwritten"] = row["jit_ms"] <= 1.1 * row["handwritten_ms"]
         rows.append(row)
-    parts = ["End to end, ms per iteration (`kernels_ms`: the plan's kernels replayed alone):", "",
+    parts = ["End to end, ms per iteration (`kernels_ms`: the plan's kernels replayed alone; `old_*`: the "
+             f"committed H100 run {old.get('commit', '?')}, comparable on an H100 only):", "",
              markdown_table(rows)] if rows else []
     ov = res.get("overhead")
     if isinstance(ov, dict) and "flush_host_us_p50" in ov:
@@ -268,7 +269,8 @@ def summary(res: dict[str, Any], old: dict[str, Any]) -> str:
             "Flush phases (us, p50): " + ", ".join(f"{k} {v:.2f}" for k, v in ov["phases_us_p50"].items()), ""]
     sel = res.get("selection")
     if isinstance(sel, dict) and "rows" in sel:
-        parts += ["Selection on fresh inputs (recorded H100 runs, cascade re-analysed):", "",
+        parts += ["Selection on fresh inputs (recorded H100 runs, cascade re-analysed; `affordable_feature_us` "
+                  "1000 = the sweep's top: the cheap model alone meets both targets):", "",
                   markdown_table(sel["rows"], selection.COLUMNS)]
     return "\n".join(parts)
 

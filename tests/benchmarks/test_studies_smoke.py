@@ -24,6 +24,7 @@ SMOKE = {
     "thresholds": (["benchmarks.thresholds.plot"], "thresholds.md"),
     "transfer": (["benchmarks.transfer.search", "--profile", "smoke"], "transfer_search.json"),
     "gpu_suite": (["benchmarks.gpu_suite.reanalysis", "--no-timing"], "gpu_suite_h100_reanalysis.json"),
+    "hotpath": (["benchmarks.hotpath.run", "--profile", "smoke", "--device", "opencl"], "hotpath_opencl.json"),
 }
 
 
