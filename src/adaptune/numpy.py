@@ -20,7 +20,7 @@ from typing import Any
 import numpy as _np
 
 from adaptune.lang import ops as _ops
-from adaptune.lang.array import LazyArray, apply, asarray, divmod_, dot, eager, library, mean, reduce
+from adaptune.lang.array import LazyArray, apply, asarray, divmod_, dot, eager, matmul, mean, reduce
 from adaptune.lang.eager import FallbackWarning
 from adaptune.lang.ir import Scalar, View, check_dtype
 from adaptune.lang.jit import jit
@@ -154,11 +154,6 @@ def any(a: Any, axis: Any = None, keepdims: bool = False) -> LazyArray:  # noqa:
 
 def all(a: Any, axis: Any = None, keepdims: bool = False) -> LazyArray:  # noqa: A001
     return reduce("logical_and", a, axis, keepdims=keepdims)
-
-
-def matmul(a: Any, b: Any) -> LazyArray:
-    """Matrix product through the vendor library (cuBLAS via CuPy; NumPy's BLAS on the OpenCL device)."""
-    return library("matmul", lambda x, y: x @ y, a, b)
 
 
 divmod = divmod_  # noqa: A001

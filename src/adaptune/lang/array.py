@@ -387,8 +387,8 @@ class LazyArray:
     def __ge__(self, o): return apply("greater_equal", self, o)  # noqa: E704
     def __eq__(self, o): return apply("equal", self, o)  # noqa: E704
     def __ne__(self, o): return apply("not_equal", self, o)  # noqa: E704
-    def __matmul__(self, o): return library("matmul", lambda x, y: x @ y, self, o)  # noqa: E704
-    def __rmatmul__(self, o): return library("matmul", lambda x, y: x @ y, o, self)  # noqa: E704
+    def __matmul__(self, o): return matmul(self, o)  # noqa: E704
+    def __rmatmul__(self, o): return matmul(o, self)  # noqa: E704
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like ndarray
 
@@ -613,6 +613,11 @@ def dot(a: Any, b: Any) -> LazyArray:
     if _ndim(a) == 0 or _ndim(b) == 0:
         return apply("multiply", a, b)
     return library("dot", lambda x, y: session().runtime.xp.dot(x, y), a, b)
+
+
+def matmul(a: Any, b: Any) -> LazyArray:
+    """``a @ b`` through the vendor library (cuBLAS via CuPy; NumPy's BLAS on the OpenCL device)."""
+    return library("matmul", lambda x, y: x @ y, a, b)
 
 
 def _ndim(v: Any) -> int:
