@@ -11,6 +11,7 @@ DEVICE = os.environ.get("ADAPTUNE_LANG_TEST_DEVICE", "opencl")
 pytest.importorskip("pyopencl" if DEVICE == "opencl" else "cupy")
 
 import adaptune.numpy as anp  # noqa: E402
+from adaptune.lang import eager  # noqa: E402
 from adaptune.lang import session as lang_session  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("lang_runtime")
@@ -102,7 +103,8 @@ def test_aliased_arguments_and_returned_views():
 
 
 @pytest.mark.filterwarnings("ignore::adaptune.lang.eager.FallbackWarning")
-def test_functions_that_need_values_or_keep_arrays_run_plainly():
+def test_functions_that_need_values_or_keep_arrays_run_plainly(monkeypatch):
+    monkeypatch.setattr(eager, "_warned", set())  # runs cumsum eagerly: other tests' warn-once stays theirs
     kept = []
 
     @anp.jit
