@@ -81,19 +81,26 @@ def overhead(n_calls: int) -> dict[str, Any]:
     out["flush_host_us_p50"] = float(np.median(host))
     out["flush_host_us_p90"] = float(np.percentile(host, 90))
     out["record_and_flush_us_p50"] = float(np.median(rec))
-    step = anp.jit(update_step)
-    calls = []
-    for i in range(n_calls + 50):
-        t0 = time.perf_counter()
-        step(a)
-        if i >= 50:
-            calls.append((time.perf_counter() - t0) * 1e6)
-    adaptune_sync()
-    out["jit_call_us_p50"] = float(np.median(calls))
-    out["jit_call_us_p90"] = float(np.percentile(calls, 90))
-    out["jit_replayed"] = bool(step.traces) and anp.last_flush().cache_hit
+    sess = lang_session.session()
+    for graphs in (True, False) if sess.runtime.graphs else (False,):
+        sess.cuda_graphs = graphs
+        step = anp.jit(update_step)
+        calls = []
+        for i in range(n_calls + 50):
+            t0 = time.perf_counter()
+            step(a)
+            if i >= 50:
+                calls.append((time.perf_counter() - t0) * 1e6)
+        adaptune_sync()
+        tag = "jit_call" if graphs or not sess.runtime.graphs else "jit_call_no_graph"
+        out[f"{tag}_us_p50"] = float(np.median(calls))
+        out[f"{tag}_us_p90"] = float(np.percentile(calls, 90))
+        trace = next(iter(step.traces.values()), None)
+        out[f"{tag}_replayed"] = trace is not None and anp.last_flush().cache_hit
+        out[f"{tag}_cuda_graph"] = trace is not None and trace.graph is not None
+    sess.cuda_graphs = True
     want = np.ones(1024, np.float32)
-    for _ in range(2 * (n_calls + 50)):
+    for _ in range((3 if sess.runtime.graphs else 2) * (n_calls + 50)):
         want = want * np.float32(0.5) + np.float32(1.0)
     out["max_abs_err"] = float(np.abs(a.get() - want).max())
     out["phases_us_p50"] = flush_phases(n_calls)
@@ -264,7 +271,8 @@ def summary(res: dict[str, Any], old: dict[str, Any]) -> str:
         o = old.get("overhead", {})
         parts += ["Cached 2-op update, host microseconds (p50):", "", markdown_table([{
             "flush_host_us_p50": ov["flush_host_us_p50"], "record_and_flush_us_p50": ov["record_and_flush_us_p50"],
-            "jit_call_us_p50": ov["jit_call_us_p50"], "old_flush_host_us_p50": o.get("flush_host_us_p50"),
+            "jit_call_us_p50": ov["jit_call_us_p50"], "jit_call_no_graph_us_p50": ov.get("jit_call_no_graph_us_p50"),
+            "old_flush_host_us_p50": o.get("flush_host_us_p50"),
             "old_record_and_flush_us_p50": o.get("record_and_flush_us_p50")}]),
             "Flush phases (us, p50): " + ", ".join(f"{k} {v:.2f}" for k, v in ov["phases_us_p50"].items()), ""]
     sel = res.get("selection")

@@ -139,3 +139,24 @@ def test_dropped_plans_are_traced_again():
     lang_session.session().coalesce = lang_session.session().coalesce  # drops cached plans
     np.testing.assert_array_equal(step(x).get(), np.full(5, 3.0))
     assert not anp.last_flush().cache_hit  # traced and planned again, not replayed with the dropped plan
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA graphs: run with ADAPTUNE_LANG_TEST_DEVICE=cuda on a GPU")
+def test_cuda_graph_replay_equals_kernel_by_kernel():
+    h = np.random.default_rng(4).random((256, 256)).astype(np.float32)
+
+    def relax(a):  # written in place (same-index reads only) and reduced: nothing allocated per call
+        a[...] = a * 0.5 + (a * a).sum(axis=1, keepdims=True) * 1e-3
+
+    sess = lang_session.session()
+    results = []
+    for graphs in (True, False):
+        sess.cuda_graphs = graphs
+        step, a = anp.jit(relax), anp.asarray(h)
+        for _ in range(6):
+            step(a)
+        results.append(a.get())
+        trace = next(iter(step.traces.values()))
+        assert (trace.graph is not None) == graphs  # captured on the second replay with the same buffers
+    sess.cuda_graphs = True
+    np.testing.assert_array_equal(results[0], results[1])

@@ -65,6 +65,8 @@ class Session:
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
         self._coalesce = True
         self.generation = 0  # bumped whenever cached plans are dropped (replayed traces hold plans too)
+        self.cuda_graphs = True  # a replayed trace (``anp.jit``) that allocates nothing and binds the same
+        # buffers as before runs as one CUDA graph launch instead of one launch per kernel
         self.reads = 0  # values read to the host or handed to the array module (a traced step that reads
         # one computed something from data, so its trace cannot be replayed)
 
