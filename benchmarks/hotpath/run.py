@@ -36,7 +36,7 @@ import adaptune.numpy as anp  # noqa: E402
 from adaptune.lang import fuse  # noqa: E402
 from adaptune.lang import session as lang_session  # noqa: E402
 from adaptune.lang.runtime import Runtime  # noqa: E402
-from benchmarks.harness import markdown_table, run_metadata, study_parser, write_results  # noqa: E402
+from benchmarks.harness import device_tag, markdown_table, run_metadata, study_parser, write_results  # noqa: E402
 from benchmarks.hotpath import selection  # noqa: E402
 from benchmarks.lang.run import (  # noqa: E402
     Peers,
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {"device": runtime.name, "kind": runtime.kind, "profile": args.profile,
                            "old": {"file": str(OLD), "commit": old.get("commit"), "date": old.get("date")}}
     meta = run_metadata(runtime.name)
-    stem = "hotpath_h100" if "H100" in runtime.name else f"hotpath_{runtime.kind}"
+    stem = f"hotpath_{device_tag(runtime.name)}"
     parts: dict[str, Callable[[], Any]] = {
         "overhead": lambda: overhead(2000 if args.profile != "smoke" else 300),
         "end_to_end": lambda: end_to_end(peers, sizes, args.repeats),
