@@ -93,13 +93,7 @@ def test_the_checker_finds_a_circle():
 
 GRAPH = import_graph()
 PACKAGES = sorted({name.split(".")[1] for name in GRAPH if name.count(".") >= 1})
-# broken on other branches of this round (docs/ARCHITECTURE.md): strict, so the mark goes once they merge
-ELSEWHERE = {"backends": "backends/binary <-> opencl: the lead moves opencl_device_key into opencl.py"}
-
-
-@pytest.mark.parametrize("package", [
-    pytest.param(p, marks=pytest.mark.xfail(reason=ELSEWHERE[p], strict=True)) if p in ELSEWHERE else p
-    for p in PACKAGES])
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_import_circle(package):
     found = [c for c in cycles(GRAPH) if any(m.split(".")[1] == package for m in c)]
     assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
