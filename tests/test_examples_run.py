@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+# script -> modules it needs beyond the core
 SCRIPTS = {
     "tune_kernel/tune_vector_add.py": (),
     "choose_per_input/sort_per_input.py": (),
@@ -21,6 +22,8 @@ SCRIPTS = {
     "launch_config/block_size.py": (),
     "ray_postgres/tune_on_ray.py": ("ray", "pgserver"),
 }
+SLOW = {"launch_config/block_size.py",  # fits the LS-CAT forest on first use (about 20 s)
+        "ray_postgres/tune_on_ray.py"}  # starts a Ray cluster and a PostgreSQL server
 
 
 def test_every_example_folder_is_run_here():
@@ -30,7 +33,7 @@ def test_every_example_folder_is_run_here():
 
 
 @pytest.mark.parametrize("script", [
-    pytest.param(s, marks=pytest.mark.slow) if needs else s for s, needs in SCRIPTS.items()])
+    pytest.param(s, marks=pytest.mark.slow) if s in SLOW else s for s in SCRIPTS])
 def test_example_runs(tmp_path, script):
     missing = [m for m in SCRIPTS[script] if importlib.util.find_spec(m) is None]
     if missing:

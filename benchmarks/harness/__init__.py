@@ -15,6 +15,7 @@ from benchmarks.harness.report import finish_study, markdown_table, write_result
 from benchmarks.harness.timing import summarize, time_device, time_host
 
 __all__ = [
-    "PROFILES", "device_tag", "example_module", "finish_study", "git_commit", "load_file_module", "markdown_table", "output_stem", "parse_study_args", "plot_bars", "plot_lines", "profile",
-    "run_metadata", "study_meta", "study_parser", "summarize", "time_device", "time_host", "write_results",
+    "PROFILES", "device_tag", "example_module", "finish_study", "git_commit", "load_file_module",
+    "markdown_table", "output_stem", "parse_study_args", "plot_bars", "plot_lines", "profile", "run_metadata",
+    "study_meta", "study_parser", "summarize", "time_device", "time_host", "write_results",
 ]
