@@ -1,0 +1,197 @@
+"""Before deployment: tune a kernel over a list of keys, and import Triton's own ``cache_results`` files.
+
+``tune_ahead`` measures each (key, configuration) in adaptune's worker process by default, so a
+configuration that kills the process (illegal address, a hang) becomes a failure row and the next one
+runs in a fresh worker; the rows land in the same store the decorator reads at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from triton import Config
+
+from adaptune.integrations.triton.autotuner import Autotuner
+from adaptune.integrations.triton.configs import config_dict, key_name, named_key
+from adaptune.measure import CallableSpec, Measurer, MeasureSettings
+from adaptune.records import Result, Status
+from adaptune.store.codec import config_key
+
+MakeArgs = Callable[[Mapping[str, Any]], tuple[Any, Sequence[Any], Mapping[str, Any]]]
+"""``make_args(key) -> (grid, args, kwargs)``: the launch of the kernel for one key of the tuning list."""
+
+
+def resolve(ref: str) -> Any:
+    """``"package.module:name"`` -> the object (how a worker process and the CLI find a kernel)."""
+    module, sep, name = ref.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"{ref!r} is not a reference of the form package.module:name")
+    obj: Any = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def reference(kernel: Autotuner) -> str:
+    """The ``module:name`` a worker imports the kernel by (its function's module and name)."""
+    ref = f"{kernel.base_fn.__module__}:{kernel.base_fn.__name__}"
+    if kernel.base_fn.__module__ == "__main__":
+        raise ValueError(f"{kernel.kernel_name} is defined in __main__; a worker process cannot import it: "
+                         "move it into a module or pass isolate=False")
+    return ref
+
+
+@dataclass
+class AheadReport:
+    """What ahead-of-time tuning did: keys tuned, configurations measured or reused, failures by key."""
+
+    keys: int = 0
+    measured: int = 0
+    reused: int = 0
+    failed: dict[str, list[str]] = field(default_factory=dict)
+    best: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def launch_key(kernel: Autotuner, grid: Any, args: Sequence[Any], kwargs: Mapping[str, Any]
+               ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The tuning key a call with these arguments has, and the keyword arguments ``run`` receives."""
+    launch = {**kwargs, "grid": grid, "warmup": False}
+    all_args = {**dict(zip(kernel.arg_names, args, strict=False)), **launch}
+    key = tuple([all_args[k] for k in kernel.keys]
+                + [str(v.dtype) for k, v in all_args.items() if k in kernel.arg_names and hasattr(v, "dtype")])
+    return key, launch
+
+
+def _measure_one(kernel: Autotuner, key_values: Mapping[str, Any], make_args: MakeArgs,
+                 index: int | None) -> list[Result]:
+    """Measure configuration ``index`` (None: every pruned one) of one key, through the store."""
+    grid, args, kwargs = make_args(key_values)
+    key, launch = launch_key(kernel, grid, args, kwargs)
+    kernel.nargs = dict(zip(kernel.arg_names, args, strict=False))
+    try:
+        configs = kernel.prune_configs(launch) if index is None else [kernel.configs[index]]
+    finally:
+        kernel.nargs = None
+    return kernel._measure_all(key, configs, tuple(args), launch)
+
+
+def _worker_call(job: Mapping[str, Any], kernel_ref: str, make_args: MakeArgs, db: str, keys: list[dict]) -> None:
+    """Runs in adaptune's worker process: one (key, configuration), stored there; timed by ``do_bench``."""
+    kernel = resolve(kernel_ref)
+    if not isinstance(kernel, Autotuner):
+        raise TypeError(f"{kernel_ref} is a {type(kernel).__name__}, not an adaptune.triton.autotune kernel")
+    kernel._db = db
+    _measure_one(kernel, keys[job["key"]], make_args, job["config"])
+
+
+def tune_ahead(kernel: Autotuner | str, keys: Iterable[Mapping[str, Any]], make_args: MakeArgs | str, *,
+               db: str | None = None, isolate: bool = True, timeout_s: float = 120.0) -> AheadReport:
+    """Measure every configuration of ``kernel`` for every key (``make_args(key) -> (grid, args, kwargs)``).
+
+    ``isolate``: each (key, configuration) in adaptune's worker process (a crash or hang is recorded as a
+    failure row, the worker restarts); False measures in this process. Rows already stored are reused.
+    """
+    ref = kernel if isinstance(kernel, str) else None
+    kernel = resolve(kernel) if isinstance(kernel, str) else kernel
+    make_args = resolve(make_args) if isinstance(make_args, str) else make_args
+    if not isinstance(kernel, Autotuner):
+        raise TypeError(f"expected an adaptune.triton.autotune kernel, got {type(kernel).__name__}")
+    if db is not None:
+        kernel._db = db
+    key_list = [dict(k) for k in keys]
+    report = AheadReport(keys=len(key_list))
+    timings = kernel.timings()
+    dicts = [config_dict(c) for c in kernel.configs]
+    measurer = None
+    if isolate:
+        spec = CallableSpec(_worker_call, arguments=[ref or reference(kernel), make_args,
+                                                      str(timings.store.path or timings.store.label), key_list])
+        measurer = Measurer(spec, settings=MeasureSettings(repeats=1, warmup=0, verify=False, timeout_s=timeout_s))
+    try:
+        for i, values in enumerate(key_list):
+            grid, args, kwargs = make_args(values)
+            key, _ = launch_key(kernel, grid, args, kwargs)
+            name = key_name(key)
+            before = timings.get(name, dicts)
+            report.reused += len(before)
+            if measurer is None:
+                _measure_one(kernel, values, make_args, None)
+            else:
+                for j, d in enumerate(dicts):
+                    if config_key(d) in before:
+                        continue
+                    outcome = measurer.measure({"key": i, "config": j})
+                    if not outcome.ok and config_key(d) not in timings.get(name, [d]):
+                        timings.put(name, named_key(kernel.keys, key),
+                                    [Result.failure(d, outcome.status, f"worker: {outcome.error}")])
+            after = timings.get(name, dicts)
+            report.measured += len(after) - len(before)
+            failed = [str(r.error or r.status) for r in after.values() if not r.ok]
+            if failed:
+                report.failed[name] = failed
+            ok = [r for r in after.values() if r.ok]
+            if ok:
+                report.best[name] = min(ok, key=lambda r: r.time_ms).config
+    finally:
+        if measurer is not None:
+            measurer.close()
+    return report
+
+
+# -------------------------------------------------------------------------------- Triton's cache files
+def _triton_cache_dir_name(kernel: Autotuner, key: tuple[Any, ...], configs: Sequence[Config]) -> str:
+    """The folder name Triton's ``check_disk_cache`` gives these (key, configurations) of this kernel now."""
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+    from triton.compiler.compiler import make_backend
+    from triton.runtime.cache import triton_key
+    from triton.runtime.driver import driver
+
+    fn = kernel.fn
+    while not hasattr(fn, "cache_key"):
+        fn = fn.fn
+    parts = [triton_key(), make_backend(driver.active.get_current_target()).hash(), fn.cache_key,
+             str(sorted(get_cache_invalidating_env_vars().items())), str(key)] + [str(c) for c in configs]
+    return hashlib.sha256("-".join(parts).encode("utf-8")).hexdigest()
+
+
+def import_triton_cache(kernel: Autotuner, paths: Iterable[str | Path], *, verify: bool = True) -> int:
+    """Store the timings of Triton ``cache_results=True`` files (``<fn>.autotune.json``) as rows; returns how many.
+
+    ``paths``: files, or folders searched for this kernel's files (``~/.triton/cache``). ``verify``: keep only
+    files whose cache folder matches the kernel's current source, backend and configurations (needs the GPU
+    driver); without it a file is taken as belonging to the current source.
+    """
+    name = kernel.kernel_name
+    files: list[Path] = []
+    for p in map(Path, paths):
+        files.extend(sorted(p.rglob(f"{name}.autotune.json")) if p.is_dir() else [p])
+    timings, rows = kernel.timings(), 0
+    for path in files:
+        try:
+            data = json.loads(path.read_text())
+            key = tuple(data["key"])
+            pairs = [(Config(**c), t) for c, t in data["configs_timings"]]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            warnings.warn(f"{path}: not a Triton autotune cache file ({type(exc).__name__}: {exc}); skipped",
+                          RuntimeWarning, stacklevel=2)
+            continue
+        if verify and path.parent.name != _triton_cache_dir_name(kernel, key, [c for c, _ in pairs]):
+            warnings.warn(f"{path}: written for another version of {name} (or other configurations); skipped",
+                          RuntimeWarning, stacklevel=2)
+            continue
+        results = []
+        for config, timing in pairs:
+            values = [float(v) for v in (timing if isinstance(timing, list) else [timing])]
+            finite = values[0] == values[0] and values[0] != float("inf")
+            results.append(Result(config_dict(config), Status.OK, values[0], [values[0]]) if finite
+                           else Result.failure(config_dict(config), Status.COMPILE_ERROR, "inf in Triton's cache"))
+        timings.put(key_name(key), named_key(kernel.keys, key), results)
+        rows += len(results)
+    return rows
