@@ -170,7 +170,7 @@ def import_triton_cache(kernel: Autotuner, paths: Iterable[str | Path], *, verif
     """
     name = kernel.kernel_name
     files: list[Path] = []
-    for p in map(Path, paths):
+    for p in (Path(x).expanduser() for x in paths):
         files.extend(sorted(p.rglob(f"{name}.autotune.json")) if p.is_dir() else [p])
     timings, rows = kernel.timings(), 0
     for path in files:

@@ -51,6 +51,8 @@ from adaptune.store import Store
 from adaptune.store.codec import config_key
 
 POLICIES = ("tune", "predict", "predict+tune")
+POLICY_ENV = "ADAPTUNE_TRITON_POLICY"
+"""Default policy where the decorator names none: switch a deployed program without editing its kernels."""
 _COMPILE_ERRORS = ("OutOfResources", "PTXASError", "CompilationError", "CompileTimeAssertionFailure")
 
 
@@ -128,8 +130,9 @@ class Autotuner(_triton_autotuner.Autotuner):
     def __init__(self, fn: Any, arg_names: Sequence[str], configs: Sequence[Config] | None, key: Sequence[str],
                  reset_to_zero: Sequence[str] | None, restore_value: Sequence[str] | None, *,
                  space: Space | None = None, features: Features | None = None, db: str | Path | Store | None = None,
-                 policy: str = "tune", settings: TuneSettings | None = None, **triton_options: Any) -> None:
+                 policy: str | None = None, settings: TuneSettings | None = None, **triton_options: Any) -> None:
         name = getattr(fn, "__name__", type(fn).__name__)
+        policy = policy or os.environ.get(POLICY_ENV) or "tune"
         if isinstance(key, str):
             raise TypeError(f"{name}: key must be a list of argument names, got the string {key!r}")
         unknown = [k for k in key if k not in arg_names]
@@ -415,9 +418,9 @@ def autotune(configs: Sequence[Config] | None, key: Sequence[str], prune_configs
              warmup: int | None = None, rep: int | None = None, use_cuda_graph: bool = False,
              do_bench: Callable[..., Any] | None = None, cache_results: bool = False, *,
              space: Space | None = None, features: Features | None = None, db: str | Path | Store | None = None,
-             policy: str = "tune", settings: TuneSettings | None = None) -> Callable[[Any], Autotuner]:
+             policy: str | None = None, settings: TuneSettings | None = None) -> Callable[[Any], Autotuner]:
     """Decorator with ``triton.autotune``'s signature, plus adaptune's ``space``, ``features``, ``db``,
-    ``policy`` and ``settings`` (module doc). ``cache_results`` is accepted and left to the store, which
+    ``policy`` (default ``$ADAPTUNE_TRITON_POLICY``, else ``"tune"``) and ``settings`` (module doc). ``cache_results`` is accepted and left to the store, which
     keeps every timing; Triton's cache files are read by :func:`adaptune.triton.import_triton_cache`."""
 
     def decorator(fn: Any) -> Autotuner:
