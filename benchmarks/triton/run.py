@@ -36,9 +36,11 @@ def parse(argv: list[str] | None = None) -> Any:
     parser.add_argument("--checkout", default=None, help="prepare: Triton's python/tutorials folder")
     parser.add_argument("--tutorials", default=".carry/triton_tutorials", help="the prepared copies")
     parser.add_argument("--kernels", default=DEFAULT_KERNELS)
-    parser.add_argument("--train", type=int, default=24, help="training keys per kernel")
-    parser.add_argument("--test", type=int, default=24, help="unseen test keys per kernel")
-    parser.add_argument("--budget-s", type=float, default=80.0, help="per kernel: stop adding keys after this")
+    parser.add_argument("--train", type=int, default=20, help="training keys per kernel")
+    parser.add_argument("--test", type=int, default=20, help="unseen test keys per kernel")
+    parser.add_argument("--budget-s", type=float, default=60.0, help="per kernel and phase: no more keys after this")
+    parser.add_argument("--deadline-s", type=float, default=420.0, help="start no kernel after this (results so "
+                                                                         "far are written after every kernel)")
     parser.add_argument("--bench-ms", default="5,20", help="do_bench warmup,rep in ms for every method alike")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--seed", type=int, default=0)
@@ -305,8 +307,12 @@ def main(argv: list[str] | None = None) -> int:
     kernels.DEVICE, kernels.SHRINK = args.device, args.shrink
     device = "cpu (Triton interpreter)" if args.device == "cpu" else _gpu_name()
     results, failures = [], {}
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.kernels.split(","):
+            if time.perf_counter() - started > args.deadline_s:
+                failures[name] = f"not run: past --deadline-s {args.deadline_s:g}"
+                continue
             case = kernels.CASES[name]
             t0 = time.perf_counter()
             try:
@@ -319,12 +325,15 @@ def main(argv: list[str] | None = None) -> int:
             results.append(result)
             print(json.dumps({k: result[k] for k in ("kernel", "fraction_of_oracle_unseen", "tuning_s",
                                                      "call_overhead_us", "wall_s")}, default=str), flush=True)
-    data = {"device": device, "triton": triton.__version__, "args": vars(args), "results": results,
-            "failures": failures}
-    path = write_results(args.out, args.name, data, table=table(results), title="adaptune.triton vs triton.autotune",
-                         metadata=run_metadata(device))
-    print(path)
+            write(args, device, triton.__version__, results, failures)
+    print(write(args, device, triton.__version__, results, failures))
     return 0 if results and not failures else 1
+
+
+def write(args: Any, device: str, version: str, results: list[dict], failures: dict) -> Path:
+    data = {"device": device, "triton": version, "args": vars(args), "results": results, "failures": failures}
+    return write_results(args.out, args.name, data, table=table(results), title="adaptune.triton vs triton.autotune",
+                         metadata=run_metadata(device))
 
 
 def _gpu_name() -> str:

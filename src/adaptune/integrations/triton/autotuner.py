@@ -167,11 +167,12 @@ class Autotuner(_triton_autotuner.Autotuner):
     def run(self, *args: Any, **kwargs: Any) -> Any:
         if len(self.configs) > 1:
             all_args = {**dict(zip(self.arg_names, args, strict=False)), **kwargs}
-            key = tuple([all_args[k] for k in self.keys]
-                        + [str(v.dtype) for k, v in all_args.items() if k in self._arg_set and hasattr(v, "dtype")])
-            found = self._launch.get(key)
+            # dtype objects, not their names: hashing them is cheaper than str(); a miss converts (Triton's key)
+            raw = tuple([all_args[k] for k in self.keys]
+                        + [v.dtype for k, v in all_args.items() if k in self._arg_set and hasattr(v, "dtype")])
+            found = self._launch.get(raw)
             if found is None:
-                found = self._miss(key, args, kwargs)
+                found = self._miss(raw, args, kwargs)
             config, launch = found
         else:
             config = self.configs[0]
@@ -182,30 +183,37 @@ class Autotuner(_triton_autotuner.Autotuner):
         return self.fn.run(*args, **kwargs, **launch)
 
     # ---------------------------------------------------------------------------------- unseen keys
-    def _install(self, key: tuple[Any, ...], config: Config) -> tuple[Config, dict[str, Any]]:
+    def _install(self, key: tuple[Any, ...], config: Config, raw: tuple[Any, ...] | None = None
+                 ) -> tuple[Config, dict[str, Any]]:
+        """``key``: Triton's form (dtype names), in ``self.cache``; ``raw``: the hot path's (dtype objects)."""
         entry = (config, config.all_kwargs())
         self.cache[key] = config
-        self._launch[key] = entry
+        self._launch[key if raw is None else raw] = entry
         self._pending.pop(key, None)
         return entry
 
-    def _miss(self, key: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Config, dict]:
+    def _miss(self, raw: tuple[Any, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Config, dict]:
+        n = len(self.keys)
+        key = raw[:n] + tuple(str(d) for d in raw[n:])
         self.nargs = dict(zip(self.arg_names, args, strict=False))
         try:
+            found = self.cache.get(key)  # installed under Triton's key only (prime, import)
+            if found is not None:
+                return self._install(key, found, raw)
             pending = self._pending.get(key)
             if pending is not None:  # predicted, waiting for its N-th call to be measured
                 pending[2] += 1
                 if pending[2] < (self.settings.measure_after_hits or 0):
                     return pending[0], pending[1]
-                return self._install(key, self._tune(key, pending[3], args, kwargs, caller=True))
+                return self._install(key, self._tune(key, pending[3], args, kwargs, caller=True), raw)
             pruned = self.prune_configs(kwargs)
             if self.policy == "tune":
-                return self._install(key, self._tune(key, pruned, args, kwargs, caller=True))
-            return self._predict(key, pruned, args, kwargs)
+                return self._install(key, self._tune(key, pruned, args, kwargs, caller=True), raw)
+            return self._predict(key, raw, pruned, args, kwargs)
         finally:
             self.nargs = None
 
-    def _predict(self, key: tuple[Any, ...], pruned: list[Config], args: tuple[Any, ...],
+    def _predict(self, key: tuple[Any, ...], raw: tuple[Any, ...], pruned: list[Config], args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> tuple[Config, dict[str, Any]]:
         if self._selector is None:
             self.fit()
@@ -223,16 +231,16 @@ class Autotuner(_triton_autotuner.Autotuner):
         self.stats.predicted += 1
         choice = ranked[0]
         if self.policy == "predict":
-            return self._install(key, choice)
+            return self._install(key, choice, raw)
         candidates = ranked[:self.settings.top_k]
         if self.settings.measure_after_hits is not None:
             entry = (choice, choice.all_kwargs())
             self._pending[key] = [entry[0], entry[1], 1, candidates]
             if self.settings.measure_after_hits <= 1:
-                return self._install(key, self._tune(key, candidates, args, kwargs, caller=True))
+                return self._install(key, self._tune(key, candidates, args, kwargs, caller=True), raw)
             return entry
-        self._enqueue(key, candidates, args, kwargs)
-        return self._install(key, choice)
+        self._enqueue(key, raw, candidates, args, kwargs)
+        return self._install(key, choice, raw)
 
     def _tune(self, key: tuple[Any, ...], configs: Sequence[Config], args: tuple[Any, ...], kwargs: dict[str, Any],
               *, caller: bool) -> Config:
@@ -312,9 +320,9 @@ class Autotuner(_triton_autotuner.Autotuner):
         return self._do_bench
 
     # ---------------------------------------------------------------------------------- background
-    def _enqueue(self, key: tuple[Any, ...], candidates: Sequence[Config], args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> None:
-        job = (key, list(candidates), tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()})
+    def _enqueue(self, key: tuple[Any, ...], raw: tuple[Any, ...], candidates: Sequence[Config],
+                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        job = (key, raw, list(candidates), tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()})
         self._jobs.put(job)
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(target=self._background, name=f"adaptune-{self.kernel_name}",
@@ -324,11 +332,11 @@ class Autotuner(_triton_autotuner.Autotuner):
     def _background(self) -> None:
         stream = _side_stream()
         while True:
-            key, candidates, args, kwargs = self._jobs.get()
+            key, raw, candidates, args, kwargs = self._jobs.get()
             try:
                 with stream:
                     best = self._tune(key, candidates, args, kwargs, caller=False)
-                self._install(key, best)
+                self._install(key, best, raw)
                 if self._new_keys >= self.settings.refit_after:
                     self.fit()
             except Exception as exc:  # noqa: BLE001 - the caller keeps the predicted config; say why once
