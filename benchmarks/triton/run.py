@@ -155,6 +155,8 @@ def adaptune_run(case: Any, module: Any, keys: list[dict], device: str, *, wait:
         latency = first_call(call, device)
         out[_name(key)] = {"chosen": str(kernel.best_config), "first_call_s": latency,
                            "tuning_s": kernel.stats.caller_s - caller_before, "call": call}
+        if device == "cpu":
+            kernel.wait()  # Triton's interpreter is not thread-safe: no launches beside the background thread
     if wait:
         kernel.wait()
         for key in keys:

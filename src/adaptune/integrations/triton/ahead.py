@@ -20,8 +20,10 @@ from triton import Config
 
 from adaptune.integrations.triton.autotuner import Autotuner
 from adaptune.integrations.triton.configs import config_dict, key_name, named_key
+from adaptune.integrations.triton.timings import default_db
 from adaptune.measure import CallableSpec, Measurer, MeasureSettings
 from adaptune.records import Result, Status
+from adaptune.store import Store
 from adaptune.store.codec import config_key
 
 MakeArgs = Callable[[Mapping[str, Any]], tuple[Any, Sequence[Any], Mapping[str, Any]]]
@@ -91,6 +93,17 @@ def _worker_call(job: Mapping[str, Any], kernel_ref: str, make_args: MakeArgs, d
     _measure_one(kernel, keys[job["key"]], make_args, job["config"])
 
 
+def _db_for_worker(db: Any) -> str:
+    """The path or URL the worker opens (a ``Store`` object cannot travel; its SQLite file can)."""
+    if db is None:
+        return default_db()
+    if isinstance(db, Store):
+        if db.path is None:
+            raise ValueError("pass the database URL, not a Store object, to tune a server store in the worker")
+        return str(db.path)
+    return str(db)
+
+
 def tune_ahead(kernel: Autotuner | str, keys: Iterable[Mapping[str, Any]], make_args: MakeArgs | str, *,
                db: str | None = None, isolate: bool = True, timeout_s: float = 120.0) -> AheadReport:
     """Measure every configuration of ``kernel`` for every key (``make_args(key) -> (grid, args, kwargs)``).
@@ -111,8 +124,8 @@ def tune_ahead(kernel: Autotuner | str, keys: Iterable[Mapping[str, Any]], make_
     dicts = [config_dict(c) for c in kernel.configs]
     measurer = None
     if isolate:
-        spec = CallableSpec(_worker_call, arguments=[ref or reference(kernel), make_args,
-                                                      str(timings.store.path or timings.store.label), key_list])
+        spec = CallableSpec(_worker_call, arguments=[ref or reference(kernel), make_args, _db_for_worker(kernel._db),
+                                                      key_list])
         measurer = Measurer(spec, settings=MeasureSettings(repeats=1, warmup=0, verify=False, timeout_s=timeout_s))
     try:
         for i, values in enumerate(key_list):

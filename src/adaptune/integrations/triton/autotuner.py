@@ -162,6 +162,7 @@ class Autotuner(_triton_autotuner.Autotuner):
         self._jobs: queue.Queue[Any] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._warned_no_model = False
+        self._interpreted = interpreting()
 
     # ---------------------------------------------------------------------------------- hot path
     def run(self, *args: Any, **kwargs: Any) -> Any:
@@ -180,6 +181,9 @@ class Autotuner(_triton_autotuner.Autotuner):
         self.best_config = config
         if config.pre_hook is not None:
             config.pre_hook({**dict(zip(self.arg_names, args, strict=False)), **kwargs, **launch})
+        if self._interpreted:  # Triton's interpreter is not thread-safe: one launch at a time with the background
+            with self._measure_lock:
+                return self.fn.run(*args, **kwargs, **launch)
         return self.fn.run(*args, **kwargs, **launch)
 
     # ---------------------------------------------------------------------------------- unseen keys
