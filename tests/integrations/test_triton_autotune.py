@@ -59,6 +59,17 @@ def test_tune_stores_one_row_per_config_and_hits_touch_nothing(tmp_path):
     assert again.stats.measured == 0 and again.stats.reused == 3
 
 
+def test_keys_match_triton_autotune(tmp_path):
+    from adaptune.integrations.triton.autotuner import _host_bench
+
+    ours = make(tmp_path / "t.db", blocks=(16, 32))
+    theirs = triton.autotune([triton.Config({"BLOCK": b}) for b in (16, 32)], key=["n"], do_bench=_host_bench)(
+        ours.fn)
+    for kernel in (ours, theirs):
+        call(kernel, 20)
+    assert list(ours.cache) == list(theirs.cache)
+
+
 def test_adding_a_config_measures_only_it(tmp_path):
     db = tmp_path / "t.db"
     call(make(db, blocks=(16, 32)), 40)

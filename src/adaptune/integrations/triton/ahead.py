@@ -65,10 +65,7 @@ def launch_key(kernel: Autotuner, grid: Any, args: Sequence[Any], kwargs: Mappin
                ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The tuning key a call with these arguments has, and the keyword arguments ``run`` receives."""
     launch = {**kwargs, "grid": grid, "warmup": False}
-    all_args = {**dict(zip(kernel.arg_names, args, strict=False)), **launch}
-    key = tuple([all_args[k] for k in kernel.keys]
-                + [str(v.dtype) for k, v in all_args.items() if k in kernel.arg_names and hasattr(v, "dtype")])
-    return key, launch
+    return kernel.key_of(args, launch), launch
 
 
 def _measure_one(kernel: Autotuner, key_values: Mapping[str, Any], make_args: MakeArgs,

@@ -186,6 +186,12 @@ class Autotuner(_triton_autotuner.Autotuner):
                 return self.fn.run(*args, **kwargs, **launch)
         return self.fn.run(*args, **kwargs, **launch)
 
+    def key_of(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> tuple[Any, ...]:
+        """Triton's tuning key of a call: the key arguments' values, then every argument's dtype name."""
+        all_args = {**dict(zip(self.arg_names, args, strict=False)), **kwargs}
+        return tuple([all_args[k] for k in self.keys]
+                     + [str(v.dtype) for k, v in all_args.items() if k in self._arg_set and hasattr(v, "dtype")])
+
     # ---------------------------------------------------------------------------------- unseen keys
     def _install(self, key: tuple[Any, ...], config: Config, raw: tuple[Any, ...] | None = None
                  ) -> tuple[Config, dict[str, Any]]:
