@@ -244,8 +244,9 @@ def study_kernel(case: Any, args: Any, folder: Path, db: str) -> dict:
     first = {name: {"chosen": str(case.kernel(tmod).configs[0])} for name in oracle}
     # 6. hit path: the same cached key through both decorators
     probe = test[0]
-    overhead = {"triton_autotune": hit_overhead_us(case.call(tmod, probe), args.device),
-                "adaptune": hit_overhead_us(case.call(pmod, probe), args.device)}
+    batch = {"calls": 200, "repeats": 15} if args.device == "cuda" else {"calls": 2, "repeats": 3}
+    overhead = {"triton_autotune": hit_overhead_us(case.call(tmod, probe), args.device, **batch),
+                "adaptune": hit_overhead_us(case.call(pmod, probe), args.device, **batch)}
     frac = {"triton_autotune": summary(fractions(oracle, {n: {"chosen": o["chosen"]} for n, o in oracle.items()})),
             "triton_pow2_bucket": summary(fractions(oracle, bucket)),
             "first_config": summary(fractions(oracle, first)),
@@ -272,6 +273,15 @@ def study_kernel(case: Any, args: Any, folder: Path, db: str) -> dict:
         "keys": {"train": train, "test": test},
         "per_key": {"oracle": oracle, "predict": predicted, "predict_tune": background, "bucket": bucket},
     }
+
+
+def targets(r: dict) -> dict:
+    """The issue's three targets for one kernel (met or not; None where the run could not tell)."""
+    frac = r["fraction_of_oracle_unseen"]["adaptune_predict"]["mean"]
+    tuning, overhead = r["tuning_s"], r["call_overhead_us"]
+    return {"fraction_of_oracle_unseen_ge_0.95": None if frac is None else frac >= 0.95,
+            "tuning_s_predict_le_1pct_of_triton": tuning["adaptune_predict"] <= 0.01 * tuning["triton_autotune"],
+            "call_overhead_adaptune_le_triton": overhead["adaptune"] <= overhead["triton_autotune"]}
 
 
 def table(results: list[dict]) -> list[dict]:
@@ -324,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: FAILED {failures[name]}", file=sys.stderr, flush=True)
                 continue
             result["wall_s"] = time.perf_counter() - t0
+            result["targets"] = targets(result)
             results.append(result)
             print(json.dumps({k: result[k] for k in ("kernel", "fraction_of_oracle_unseen", "tuning_s",
                                                      "call_overhead_us", "wall_s")}, default=str), flush=True)
