@@ -224,6 +224,25 @@ def test_tune_ahead_in_process_then_reuses(tmp_path):
     assert (again.measured, again.reused) == (0, 3)
 
 
+def test_verifying_a_cache_file_without_a_gpu_driver_is_a_clear_error(tmp_path):
+    folder = tmp_path / "abc"
+    folder.mkdir()
+    entry = [(at.Config({"BLOCK": 16}).__dict__, [0.1, 0.1, 0.1])]
+    (folder / "add.autotune.json").write_text(json.dumps({"key": [40], "configs_timings": entry}))
+    with pytest.raises(ValueError, match="pass verify=False"):
+        at.import_triton_cache(make(tmp_path / "t.db"), [tmp_path])
+
+
+def test_prime_loads_stored_choices_without_measuring(tmp_path):
+    db = tmp_path / "t.db"
+    call(make(db), 40)
+    fresh = make(db)
+    key = (40, "torch.float32", "torch.float32", "torch.float32")
+    assert fresh.prime([key, (41, "torch.float32", "torch.float32", "torch.float32")]) == 1
+    call(fresh, 40)
+    assert (fresh.stats.measured, fresh.stats.reused) == (0, 0)
+
+
 @pytest.mark.slow
 def test_cli_tunes_ahead_in_the_worker_and_records_a_crash(tmp_path):
     keys = tmp_path / "keys.json"

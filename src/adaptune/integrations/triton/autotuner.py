@@ -9,6 +9,9 @@ handled by the policy:
 * ``"predict"``: a model trained on the stored keys picks the configuration; nothing is benchmarked;
 * ``"predict+tune"``: predict now, then measure the model's top-k for that key on a background thread
   (on copies of the arguments; or, with ``measure_after_hits=N``, on the N-th call) and refit the model.
+
+Copies are made of tensor arguments only; other objects (tensor descriptors) are shared with the caller.
+Under Triton's interpreter (``TRITON_INTERPRET=1``, not thread-safe) a launch waits for the background.
 """
 
 from __future__ import annotations
