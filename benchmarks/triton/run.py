@@ -73,7 +73,7 @@ def _interpreter_driver() -> Any:
     import torch
     from triton.backends.compiler import GPUTarget
 
-    from adaptune.integrations.triton.autotuner import _host_bench
+    from adaptune.integrations.triton.environment import host_bench
 
     class Utils:
         @staticmethod
@@ -90,7 +90,7 @@ def _interpreter_driver() -> Any:
             return GPUTarget("cuda", 90, 32)
 
         def get_benchmarker(self) -> Any:
-            return _host_bench
+            return host_bench
 
         def get_current_device(self) -> int:
             return 0

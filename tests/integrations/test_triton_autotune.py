@@ -60,10 +60,10 @@ def test_tune_stores_one_row_per_config_and_hits_touch_nothing(tmp_path):
 
 
 def test_keys_match_triton_autotune(tmp_path):
-    from adaptune.integrations.triton.autotuner import _host_bench
+    from adaptune.integrations.triton.environment import host_bench
 
     ours = make(tmp_path / "t.db", blocks=(16, 32))
-    theirs = triton.autotune([triton.Config({"BLOCK": b}) for b in (16, 32)], key=["n"], do_bench=_host_bench)(
+    theirs = triton.autotune([triton.Config({"BLOCK": b}) for b in (16, 32)], key=["n"], do_bench=host_bench)(
         ours.fn)
     for kernel in (ours, theirs):
         call(kernel, 20)

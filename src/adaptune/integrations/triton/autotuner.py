@@ -16,7 +16,6 @@ Under Triton's interpreter (``TRITON_INTERPRET=1``, not thread-safe) a launch wa
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
 import math
@@ -36,7 +35,6 @@ from triton import Config
 from triton.runtime import autotuner as _triton_autotuner
 from triton.runtime.driver import driver
 
-from adaptune.backends.python import cpu_name
 from adaptune.integrations.triton.configs import (
     Features,
     config_dict,
@@ -45,10 +43,16 @@ from adaptune.integrations.triton.configs import (
     key_name,
     named_key,
 )
+from adaptune.integrations.triton.environment import (
+    device_info,
+    host_bench,
+    interpreting,
+    private_copy,
+    side_stream,
+)
 from adaptune.integrations.triton.selector import DEFAULT_KINDS, Selector, fit_selector
 from adaptune.integrations.triton.timings import KernelTimings
-from adaptune.measure.timing import time_callable
-from adaptune.records import DeviceInfo, Result, Status
+from adaptune.records import Result, Status
 from adaptune.space import Space
 from adaptune.store import Store
 from adaptune.store.codec import config_key
@@ -97,22 +101,6 @@ class TuneStats:
     background_s: float = 0.0
     fit_s: float = 0.0
     fits: list[str] = field(default_factory=list)
-
-
-def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
-def _host_bench(fn: Callable[[], Any], quantiles: Sequence[float] | None = None) -> list[float]:
-    """``do_bench`` for Triton's interpreter (no GPU driver): wall-clock ms, at the requested quantiles."""
-    samples = time_callable(fn, repeats=5, warmup=1)
-    return [float(np.quantile(samples, q)) for q in (quantiles or (0.5,))]
-
-
-def _copy(value: Any) -> Any:
-    """A private copy of a tensor argument for background measurement (the caller keeps using its own)."""
-    clone = getattr(value, "clone", None)
-    return clone() if callable(clone) and hasattr(value, "dtype") else value
 
 
 def _failure_summary(kernel: str, key: tuple[Any, ...], results: Sequence[Result]) -> str:
@@ -329,13 +317,13 @@ class Autotuner(_triton_autotuner.Autotuner):
     @property
     def do_bench(self) -> Callable[..., Any]:  # Triton's property, with a host timer for its interpreter
         if self._do_bench is None:
-            self._do_bench = _host_bench if interpreting() else driver.active.get_benchmarker()
+            self._do_bench = host_bench if interpreting() else driver.active.get_benchmarker()
         return self._do_bench
 
     # ---------------------------------------------------------------------------------- background
     def _enqueue(self, key: tuple[Any, ...], raw: tuple[Any, ...], candidates: Sequence[Config],
                  args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        job = (key, raw, list(candidates), tuple(_copy(a) for a in args), {k: _copy(v) for k, v in kwargs.items()})
+        job = (key, raw, list(candidates), tuple(private_copy(a) for a in args), {k: private_copy(v) for k, v in kwargs.items()})
         self._jobs.put(job)
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(target=self._background, name=f"adaptune-{self.kernel_name}",
@@ -343,7 +331,7 @@ class Autotuner(_triton_autotuner.Autotuner):
             self._worker.start()
 
     def _background(self) -> None:
-        stream = _side_stream()
+        stream = side_stream()
         while True:
             key, raw, candidates, args, kwargs = self._jobs.get()
             try:
@@ -404,33 +392,6 @@ class Autotuner(_triton_autotuner.Autotuner):
                 self._install(tuple(key), self.configs[int(np.argmin(times))])
                 loaded += 1
         return loaded
-
-
-def _side_stream() -> Any:
-    """A CUDA stream of its own for the background thread (a no-op context on the CPU)."""
-    try:
-        import torch
-    except ImportError:
-        return contextlib.nullcontext()
-    if interpreting() or not torch.cuda.is_available():
-        return contextlib.nullcontext()
-    return torch.cuda.stream(torch.cuda.Stream())
-
-
-def device_info() -> DeviceInfo:
-    """The device timings belong to: the GPU Triton targets, or the CPU under Triton's interpreter."""
-    version = f"triton {triton.__version__}"
-    if interpreting():
-        return DeviceInfo(cpu_name(), "triton-interpreter", version)
-    target = driver.active.get_current_target()
-    name = str(target.arch)
-    try:
-        import torch
-
-        name = torch.cuda.get_device_name()
-    except Exception:  # noqa: BLE001 - the arch alone still separates devices
-        pass
-    return DeviceInfo(name, str(target.backend), version, {"arch": str(target.arch)})
 
 
 def autotune(configs: Sequence[Config] | None, key: Sequence[str], prune_configs_by: Mapping[str, Any] | None = None,
