@@ -256,3 +256,21 @@ def test_cli_tunes_ahead_in_the_worker_and_records_a_crash(tmp_path):
     assert "1 keys: 3 configurations measured, 0 reused, 1 failed" in proc.stdout
     failed = [r for r in rows(db) if not r.ok]
     assert [r.config["BLOCK"] for r in failed] == [32] and failed[0].error.startswith("worker:")
+
+
+@pytest.mark.slow
+def test_another_process_reuses_timings_through_postgresql(tmp_path):
+    pytest.importorskip("psycopg")
+    from adaptune.distributed import local_postgres
+
+    script = ("import tkernels, torch, triton\n"
+              "grid, args, kwargs = tkernels.make_args({'n': 24})\n"
+              "tkernels.add_kernel[grid](*args, **kwargs)\n"
+              "print(tkernels.add_kernel.stats.measured, tkernels.add_kernel.stats.reused)\n")
+    with local_postgres(tmp_path / "pg") as url:
+        report = at.tune_ahead(tkernels.add_kernel, [{"n": 24}], tkernels.make_args, db=url, isolate=False)
+        assert report.measured == 3
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": ":".join(sys.path), "ADAPTUNE_TRITON_DB": url})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "3"]
