@@ -259,6 +259,17 @@ def test_cli_tunes_ahead_in_the_worker_and_records_a_crash(tmp_path):
 
 
 @pytest.mark.slow
+def test_tune_ahead_on_two_local_workers(tmp_path):
+    from adaptune.distributed import LocalExecutor
+
+    db = str(tmp_path / "t.db")
+    report = at.tune_ahead("tkernels:add_kernel", [{"n": 24}, {"n": 40}], "tkernels:make_args", db=db,
+                           executor=LocalExecutor([0, 1]), timeout_s=120)
+    assert (report.keys, report.measured, report.failed) == (2, 6, {})
+    assert len(rows(db)) == 6
+
+
+@pytest.mark.slow
 def test_another_process_reuses_timings_through_postgresql(tmp_path):
     pytest.importorskip("psycopg")
     from adaptune.distributed import local_postgres

@@ -18,10 +18,11 @@ from typing import Any
 
 from triton import Config
 
+from adaptune.distributed import Executor, LocalExecutor
 from adaptune.integrations.triton.autotuner import Autotuner
 from adaptune.integrations.triton.configs import config_dict, key_name, named_key
 from adaptune.integrations.triton.timings import default_db
-from adaptune.measure import CallableSpec, Measurer, MeasureSettings
+from adaptune.measure import CallableSpec, MeasureSettings
 from adaptune.records import Result, Status
 from adaptune.store import Store
 from adaptune.store.codec import config_key
@@ -83,10 +84,15 @@ def _measure_one(kernel: Autotuner, key_values: Mapping[str, Any], make_args: Ma
 
 def _worker_call(job: Mapping[str, Any], kernel_ref: str, make_args: MakeArgs, db: str, keys: list[dict]) -> None:
     """Runs in adaptune's worker process: one (key, configuration), stored there; timed by ``do_bench``."""
+    if isinstance(job.get("device"), int):
+        import torch  # the worker's GPU (a LocalExecutor device); Ray actors see only their own as 0
+
+        if torch.cuda.is_available():
+            torch.cuda.set_device(job["device"])
     kernel = resolve(kernel_ref)
     if not isinstance(kernel, Autotuner):
         raise TypeError(f"{kernel_ref} is a {type(kernel).__name__}, not an adaptune.triton.autotune kernel")
-    kernel._db = db
+    kernel.use_db(db)
     _measure_one(kernel, keys[job["key"]], make_args, job["config"])
 
 
@@ -101,12 +107,45 @@ def _db_for_worker(db: Any) -> str:
     return str(db)
 
 
+def _run_jobs(executor: Executor, spec: CallableSpec, jobs: list[dict], timeout_s: float,
+              record: Callable[[dict, Result | None, str], None]) -> None:
+    """Every job on the executor's idle workers; ``record(job, result or None, error)`` as each one ends."""
+    executor.start(spec, "python", MeasureSettings(repeats=1, warmup=0, verify=False, timeout_s=timeout_s))
+    devices = getattr(executor, "devices", None)
+    todo, idle, busy, dead = list(jobs), list(range(executor.n_workers)), 0, 0
+    try:
+        while todo or busy:
+            while todo and idle:
+                worker = idle.pop()
+                executor.submit(worker, {**todo.pop(0), **({"device": devices[worker]} if devices else {})})
+                busy += 1
+            for done in executor.wait():
+                if done.kind == "recovered":
+                    idle.append(done.worker)
+                elif done.kind == "dead":
+                    dead += 1
+                else:
+                    busy -= 1
+                    record(done.config, done.result, done.error)
+                    if done.result is not None:
+                        idle.append(done.worker)
+            if dead == executor.n_workers:  # nobody left to measure: what is left is a failure, not a hang
+                for job in todo:
+                    record(job, None, "every worker died")
+                break
+    finally:
+        executor.close()
+
+
 def tune_ahead(kernel: Autotuner | str, keys: Iterable[Mapping[str, Any]], make_args: MakeArgs | str, *,
-               db: str | None = None, isolate: bool = True, timeout_s: float = 120.0) -> AheadReport:
+               db: str | None = None, isolate: bool = True, executor: Executor | None = None,
+               timeout_s: float = 120.0) -> AheadReport:
     """Measure every configuration of ``kernel`` for every key (``make_args(key) -> (grid, args, kwargs)``).
 
     ``isolate``: each (key, configuration) in adaptune's worker process (a crash or hang is recorded as a
-    failure row, the worker restarts); False measures in this process. Rows already stored are reused.
+    failure row, the worker restarts); False measures in this process. ``executor``: where the workers run
+    (default one local worker; ``LocalExecutor([0, 1])`` for two GPUs here, ``RayExecutor()`` for a cluster's,
+    with a store they all reach); it is closed at the end. Rows already stored are reused.
     """
     ref = kernel if isinstance(kernel, str) else None
     kernel = resolve(kernel) if isinstance(kernel, str) else kernel
@@ -114,44 +153,40 @@ def tune_ahead(kernel: Autotuner | str, keys: Iterable[Mapping[str, Any]], make_
     if not isinstance(kernel, Autotuner):
         raise TypeError(f"expected an adaptune.triton.autotune kernel, got {type(kernel).__name__}")
     if db is not None:
-        kernel._db = db
+        kernel.use_db(db)
     key_list = [dict(k) for k in keys]
-    report = AheadReport(keys=len(key_list))
-    timings = kernel.timings()
-    dicts = [config_dict(c) for c in kernel.configs]
-    measurer = None
-    if isolate:
+    timings, dicts = kernel.timings(), [config_dict(c) for c in kernel.configs]
+    names, before = [], []
+    for values in key_list:
+        grid, args, kwargs = make_args(values)
+        key, _ = launch_key(kernel, grid, args, kwargs)
+        names.append((key_name(key), named_key(kernel.keys, key)))
+        before.append(timings.get(names[-1][0], dicts))
+    report = AheadReport(keys=len(key_list), reused=sum(len(b) for b in before))
+    if not isolate:
+        for values in key_list:
+            _measure_one(kernel, values, make_args, None)
+    else:
+        def record(job: dict, result: Result | None, error: str) -> None:
+            (name, named), d = names[job["key"]], dicts[job["config"]]
+            if (result is None or not result.ok) and config_key(d) not in timings.get(name, [d]):
+                status = result.status if result is not None else Status.LAUNCH_ERROR
+                timings.put(name, named, [Result.failure(d, status, f"worker: {result.error if result else error}")])
+
+        jobs = [{"key": i, "config": j} for i in range(len(key_list)) for j, d in enumerate(dicts)
+                if config_key(d) not in before[i]]
         spec = CallableSpec(_worker_call, arguments=[ref or reference(kernel), make_args, _db_for_worker(kernel._db),
                                                       key_list])
-        measurer = Measurer(spec, settings=MeasureSettings(repeats=1, warmup=0, verify=False, timeout_s=timeout_s))
-    try:
-        for i, values in enumerate(key_list):
-            grid, args, kwargs = make_args(values)
-            key, _ = launch_key(kernel, grid, args, kwargs)
-            name = key_name(key)
-            before = timings.get(name, dicts)
-            report.reused += len(before)
-            if measurer is None:
-                _measure_one(kernel, values, make_args, None)
-            else:
-                for j, d in enumerate(dicts):
-                    if config_key(d) in before:
-                        continue
-                    outcome = measurer.measure({"key": i, "config": j})
-                    if not outcome.ok and config_key(d) not in timings.get(name, [d]):
-                        timings.put(name, named_key(kernel.keys, key),
-                                    [Result.failure(d, outcome.status, f"worker: {outcome.error}")])
-            after = timings.get(name, dicts)
-            report.measured += len(after) - len(before)
-            failed = [str(r.error or r.status) for r in after.values() if not r.ok]
-            if failed:
-                report.failed[name] = failed
-            ok = [r for r in after.values() if r.ok]
-            if ok:
-                report.best[name] = min(ok, key=lambda r: r.time_ms).config
-    finally:
-        if measurer is not None:
-            measurer.close()
+        _run_jobs(executor or LocalExecutor([0]), spec, jobs, timeout_s, record)
+    for (name, _), stored in zip(names, before, strict=True):
+        after = timings.get(name, dicts)
+        report.measured += len(after) - len(stored)
+        failed = [str(r.error or r.status) for r in after.values() if not r.ok]
+        if failed:
+            report.failed[name] = failed
+        ok = [r for r in after.values() if r.ok]
+        if ok:
+            report.best[name] = min(ok, key=lambda r: r.time_ms).config
     return report
 
 

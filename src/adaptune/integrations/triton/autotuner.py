@@ -351,6 +351,12 @@ class Autotuner(_triton_autotuner.Autotuner):
         self._jobs.join()
 
     # ---------------------------------------------------------------------------------- store + model
+    def use_db(self, db: str | Path | Store | None) -> None:
+        """Read and write another store from now on (the in-memory cache of choices is kept)."""
+        if self._timings is not None:
+            self._timings.close()
+        self._db, self._timings, self._selector = db, None, None
+
     def timings(self) -> KernelTimings:
         """This kernel's rows in the store (opened on first use, never at import)."""
         if self._timings is None:

@@ -36,6 +36,7 @@ class KernelTimings:
 
     def __init__(self, db: str | Path | Store | None, kernel: str, source_hash: str, device: DeviceInfo,
                  key_names: Sequence[str]) -> None:
+        self._owned = not isinstance(db, Store)  # a Store the caller handed in is the caller's to close
         self.store = db if isinstance(db, Store) else Store(db if db is not None else default_db())
         self.device_id = self.store.device(device)
         self.problem_id = self.store.problem(f"triton:{kernel}", source_hash,
@@ -73,4 +74,5 @@ class KernelTimings:
         return named, costs
 
     def close(self) -> None:
-        self.store.close()
+        if self._owned:
+            self.store.close()
