@@ -1,6 +1,7 @@
 """``adaptune triton``: tune an ``adaptune.triton.autotune`` kernel ahead of deployment.
 
     adaptune triton tune pkg.kernels:matmul_kernel --make-args pkg.kernels:matmul_args --keys keys.json [--db URL]
+        [--devices 0,1 | --ray ADDRESS]
 
 ``keys.json``: a list of objects, one per key (e.g. ``[{"M": 16, "N": 4096, "K": 4096}]``); ``make_args(key)``
 returns ``(grid, args, kwargs)`` for one launch of that key. Each (key, configuration) is measured in adaptune's
@@ -24,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--keys", required=True, help="JSON file: a list of objects, one per key")
     t.add_argument("--db", default=None, help="store path or URL (default: the kernel's own, ~/.cache/adaptune)")
     t.add_argument("--in-process", action="store_true", help="measure in this process, not in the worker")
+    t.add_argument("--devices", default=None, help="local GPUs to measure on at once, e.g. 0,1 (one worker each)")
+    t.add_argument("--ray", default=None, metavar="ADDRESS", help="measure on a Ray cluster's GPUs ('local' starts one, "
+                                                                  "'auto' joins one, or an address; a store all reach)")
     t.add_argument("--timeout", type=float, default=120.0, help="seconds one (key, configuration) may take")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_tune)
@@ -38,8 +42,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
     keys = json.loads(path.read_text())
     if not isinstance(keys, list) or not all(isinstance(k, dict) for k in keys):
         raise ValueError(f"{args.keys}: expected a JSON list of objects, one per key")
+    executor = None
+    if args.ray:
+        from adaptune.distributed import RayExecutor
+
+        executor = RayExecutor(address=None if args.ray == "local" else args.ray)
+    elif args.devices:
+        from adaptune.distributed import LocalExecutor
+
+        executor = LocalExecutor([int(d) for d in args.devices.split(",")])
     report = tune_ahead(args.kernel, keys, args.make_args, db=args.db, isolate=not args.in_process,
-                        timeout_s=args.timeout)
+                        executor=executor, timeout_s=args.timeout)
     if args.json:
         print(json.dumps(report.__dict__, default=str, indent=1))
     else:
