@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -278,7 +279,14 @@ def test_another_process_reuses_timings_through_postgresql(tmp_path):
               "grid, args, kwargs = tkernels.make_args({'n': 24})\n"
               "tkernels.add_kernel[grid](*args, **kwargs)\n"
               "print(tkernels.add_kernel.stats.measured, tkernels.add_kernel.stats.reused)\n")
-    with local_postgres(tmp_path / "pg") as url:
+    with contextlib.ExitStack() as stack:
+        for attempt in range(3):  # pgserver's pg_ctl start fails now and then on a busy machine (seen 2 in ~15)
+            try:
+                url = stack.enter_context(local_postgres(tmp_path / f"pg{attempt}"))
+                break
+            except (subprocess.CalledProcessError, FileNotFoundError):
+                if attempt == 2:
+                    raise
         report = at.tune_ahead(tkernels.add_kernel, [{"n": 24}], tkernels.make_args, db=url, isolate=False)
         assert report.measured == 3
         proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,

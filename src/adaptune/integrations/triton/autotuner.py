@@ -323,7 +323,8 @@ class Autotuner(_triton_autotuner.Autotuner):
     # ---------------------------------------------------------------------------------- background
     def _enqueue(self, key: tuple[Any, ...], raw: tuple[Any, ...], candidates: Sequence[Config],
                  args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        job = (key, raw, list(candidates), tuple(private_copy(a) for a in args), {k: private_copy(v) for k, v in kwargs.items()})
+        copies = tuple(private_copy(a) for a in args), {k: private_copy(v) for k, v in kwargs.items()}
+        job = (key, raw, list(candidates), *copies)
         self._jobs.put(job)
         if self._worker is None or not self._worker.is_alive():
             self._worker = threading.Thread(target=self._background, name=f"adaptune-{self.kernel_name}",
@@ -340,7 +341,7 @@ class Autotuner(_triton_autotuner.Autotuner):
                 self._install(key, best, raw)
                 if self._new_keys >= self.settings.refit_after:
                     self.fit()
-            except Exception as exc:  # noqa: BLE001 - the caller keeps the predicted config; say why once
+            except Exception as exc:  # noqa: BLE001 - the caller keeps the predicted config; say why
                 warnings.warn(f"{self.kernel_name}: background tuning of key {key} failed: {exc}",
                               RuntimeWarning, stacklevel=1)
             finally:
@@ -408,8 +409,10 @@ def autotune(configs: Sequence[Config] | None, key: Sequence[str], prune_configs
              space: Space | None = None, features: Features | None = None, db: str | Path | Store | None = None,
              policy: str | None = None, settings: TuneSettings | None = None) -> Callable[[Any], Autotuner]:
     """Decorator with ``triton.autotune``'s signature, plus adaptune's ``space``, ``features``, ``db``,
-    ``policy`` (default ``$ADAPTUNE_TRITON_POLICY``, else ``"tune"``) and ``settings`` (module doc). ``cache_results`` is accepted and left to the store, which
-    keeps every timing; Triton's cache files are read by :func:`adaptune.triton.import_triton_cache`."""
+    ``policy`` (default ``$ADAPTUNE_TRITON_POLICY``, else ``"tune"``) and ``settings`` (module doc).
+
+    ``cache_results`` is accepted and left to the store, which keeps every timing; Triton's cache files
+    are read by :func:`adaptune.triton.import_triton_cache`."""
 
     def decorator(fn: Any) -> Autotuner:
         return Autotuner(fn, fn.arg_names, configs, key, reset_to_zero, restore_value, space=space,
