@@ -9,7 +9,7 @@ import sys
 from adaptune.backends.base import BackendError
 
 COMMAND_GROUPS = ("adaptune.cli.core", "adaptune.cli.search", "adaptune.cli.adaptive")
-COMMAND_GROUPS += ("adaptune.cli.thresholds",)
+COMMAND_GROUPS += ("adaptune.cli.thresholds", "adaptune.cli.triton")
 
 
 def build_parser() -> argparse.ArgumentParser:
