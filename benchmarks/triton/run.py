@@ -206,6 +206,9 @@ def study_kernel(case: Any, args: Any, folder: Path, db: str) -> dict:
 
     rng = np.random.default_rng(args.seed)
     keys = case.keys(rng, args.train + args.test)
+    if len(keys) <= args.train:
+        raise ValueError(f"{case.name}: only {len(keys)} distinct keys for {args.train} training and "
+                         f"{args.test} test keys")
     order = rng.permutation(len(keys))
     train = [keys[i] for i in order[:args.train]]
     test = [keys[i] for i in order[args.train:]]
