@@ -204,6 +204,12 @@ def _device_index(device: int | str | None, count: int, cp: Any) -> int:
     raise BackendError(f"no CUDA device matches {device!r}; available: {names}")
 
 
+def cuda_device_name(device: int | str | None = 0) -> str:
+    cp = _cupy()
+    raw = cp.cuda.runtime.getDeviceProperties(_device_index(device, cp.cuda.runtime.getDeviceCount(), cp))["name"]
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
+
+
 def list_cuda_devices() -> list[tuple[int, DeviceInfo]]:
     """(index, info) for every CUDA device; empty when CuPy or a GPU is missing."""
     try:

@@ -148,6 +148,7 @@ def tune(
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
             ids = (*ids, store.input(ids[1], problem.input_name, problem.features or None))
             session = _Session(space, measurer, store, ids)
+            session.adopt(problem.known_results)
             results, reused = _search_loop(search, session, (max_evals, max_seconds), total, lookahead,
                                            progress, problem.name, start)
             default_result = _default_result(space, results, session)
@@ -196,6 +197,13 @@ class _Session:
         self.stored = {space.key(r.config): r
                        for r in store.results(problem_id=problem_id, device_id=device_id, input_id=input_id)}
         self.best_ms = math.inf  # the incumbent, for racing
+
+    def adopt(self, known: list[Result]) -> None:
+        """Results measured elsewhere (a Kernel Tuner cache) into the store, unless it has them already."""
+        fresh = [r for r in known if r.config in self.space and self.space.key(r.config) not in self.stored]
+        if fresh:
+            self.store.put_many(*self.ids, fresh)
+            self.stored.update((self.space.key(r.config), r) for r in fresh)
 
     def prefetch(self, indices: list[int]) -> None:
         configs = [self.space.config(i) for i in indices]

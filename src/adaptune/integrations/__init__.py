@@ -1,0 +1,4 @@
+"""Drop-ins for other tools' entry points (Kernel Tuner's ``tune_kernel``/``run_kernel``).
+
+They translate arguments into adaptune's objects and results back; nothing in the library imports them.
+"""
