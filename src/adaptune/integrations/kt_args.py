@@ -181,6 +181,7 @@ def kernel_spec(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         block_size_names=block_names(block_size_names), answer=checked_answer(answer, verify, atol),
         atol=atol, lang=backend, compiler_options=[*(compiler_options or []), *includes],
         defines=constant_defines or None, shared_mem=shared_memory(smem_args, backend),
+        restore_inputs=False,  # as Kernel Tuner: arguments are uploaded once, not copied back before every run
         check_arguments="<" not in kernel_name and not callable(text),  # a template instance: vector_add<float>
     ), backend
 
