@@ -10,7 +10,9 @@ in Kernel Tuner's shapes (:mod:`adaptune.integrations.kt_results`). A parameter 
 refused with an error that names it. Differences that remain: results are printed after the run rather than
 during it; ``defines`` adds to the tunable-parameter defines instead of replacing them; adaptune races
 configurations (one whose first timed run is ``discard_factor`` times slower than the best so far gets no
-more repeats, so its ``times`` is shorter). :data:`settings` holds what Kernel Tuner has no parameter for.
+more repeats, so its ``times`` is shorter); a rerun of the same kernel, argument shapes and space reuses the
+stored results (that is how a killed run resumes: point :data:`settings` ``.db`` or ``$ADAPTUNE_DB`` elsewhere
+to measure afresh). :data:`settings` holds what Kernel Tuner has no parameter for.
 """
 
 from __future__ import annotations
@@ -117,7 +119,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     previous = None
     if path is not None and path.is_file():
         previous = read_cache(path, device_name(backend, where), kernel_name, problem_size, names)
-    problem = Problem(kernel_name, spec, space, input_name=_input_name(problem_size),
+    problem = Problem(kernel_name, spec, space, input_name=_input_name(problem_size, spec.answer is not None),
                       known_results=list(previous.results) if previous else [])
     report = tune(problem, ours, max_evals=max_evals, max_seconds=max_seconds, repeats=iterations, backend=backend,
                   device=where, db=settings.db, seed=seed, progress=_progress(quiet), timeout_s=settings.timeout_s,
@@ -182,8 +184,11 @@ def _objective(objective: str | None, higher: bool | None) -> tuple[str, bool]:
     return objective, bool(higher)
 
 
-def _input_name(problem_size: Any) -> str:
-    return "callable" if callable(problem_size) else problem_size_name(problem_size)
+def _input_name(problem_size: Any, checked: bool) -> str:
+    """The store's input: the problem size, and whether outputs are checked (a checked run never reuses
+    unchecked results)."""
+    name = "callable" if callable(problem_size) else problem_size_name(problem_size)
+    return f"{name} checked" if checked else name
 
 
 def _progress(quiet: bool) -> bool:
