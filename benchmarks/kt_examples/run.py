@@ -39,6 +39,7 @@ NEEDS = {
     "vector_add_observers_ncu.py": "Nsight Compute (ncu) observer",
     "going_green_performance_model.py": "a standalone GPU clock study (pycuda, matplotlib, seaborn), not a tuning run",
     "python_kernel.py": "PyCUDA (Kernel Tuner's PythonKernel)",
+    "python_kernel_cupy.py": "nothing of either tool's tuning: it calls Kernel Tuner's PythonKernel directly",
     "opencl/vector_add_observers.py": "an NVIDIA GPU for NVML (the OpenCL device here is PoCL on a CPU)",
 }
 _IMPORT = re.compile(r"^(\s*)import kernel_tuner(\s+as\s+(\w+))?\s*$")
@@ -67,6 +68,8 @@ def export_examples(repo: Path, folders: list[str], dest: Path) -> str:
     """Copy the example folders out of a checkout or a bare git directory; returns the commit."""
     git = ["git", "-C", str(repo)] if (repo / ".git").exists() else ["git", "--git-dir", str(repo)]
     commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    if not commit and (repo / "COMMIT").is_file():  # a copied examples folder (the GPU carry) names its commit
+        commit = (repo / "COMMIT").read_text().strip()
     dest.mkdir(parents=True, exist_ok=True)
     for folder in folders:
         if (repo / folder).is_dir():
@@ -87,7 +90,8 @@ def run_tool(tool: str, script: Path, work: Path, limit_s: float) -> dict[str, A
         text, changed = swap_imports(target.read_text())
         target.write_text(text)
     record = folder / "_probe.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)]),
+    paths = [str(ROOT / "src"), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths),
            "ADAPTUNE_DB": str(folder / "adaptune.db"), "POCL_KERNEL_CACHE": "0", "PYOPENCL_NO_CACHE": "1",
            "CUPY_CACHE_DIR": str(folder / "cupy_cache"), "MPLBACKEND": "Agg"}
     start = time.perf_counter()
@@ -150,15 +154,28 @@ def _row(name: str, entry: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> None:
     ap = study_parser("kt_examples", __doc__)
-    ap.add_argument("--kt-repo", required=True, type=Path, help="Kernel Tuner checkout or bare git directory")
+    ap.add_argument("--kt-repo", type=Path, help="Kernel Tuner checkout or bare git directory")
+    ap.add_argument("--merge", nargs="+", type=Path, default=[],
+                    help="instead of running: combine kt_examples.json files of several batches into --out")
     ap.add_argument("--lang", choices=sorted(FOLDERS), default="opencl")
     ap.add_argument("--time-limit", type=float, default=240.0, help="seconds per example per tool")
     ap.add_argument("--examples", default="", help="comma-separated file names (default: every example)")
     ap.add_argument("--tools", default=",".join(TOOLS), help="which tools to run (a quick check: adaptune)")
     ap.add_argument("--device", default=None, help="device name for the results' metadata")
     args = ap.parse_args()
+    if args.merge:
+        parts = [json.loads(p.read_text()) for p in args.merge]
+        report = {"kernel_tuner_commit": parts[0]["kernel_tuner_commit"],
+                  "runs": [r for part in parts for r in part.get("runs") or [_run_record(part)]],
+                  "examples": {n: e for part in parts for n, e in part["examples"].items()}}
+        write(args.out, report, run_metadata())
+        return
+    if args.kt_repo is None:
+        ap.error("--kt-repo is needed (or --merge)")
     only = {e for e in args.examples.split(",") if e}
-    report: dict[str, Any] = {"lang": args.lang, "time_limit_s": args.time_limit, "examples": {}}
+    metadata = run_metadata(args.device)
+    report: dict[str, Any] = {"runs": [{"lang": args.lang, "time_limit_s": args.time_limit, **{
+        k: metadata[k] for k in ("device", "date", "commit", "host")}}], "examples": {}}
     with tempfile.TemporaryDirectory(prefix="kt_examples_") as tmp:
         source = Path(tmp) / "kt"
         report["kernel_tuner_commit"] = export_examples(args.kt_repo, FOLDERS[args.lang], source)
@@ -174,43 +191,66 @@ def main() -> None:
             entry: dict[str, Any] = {}
             for tool in [t for t in TOOLS if t in args.tools.split(",")]:
                 print(f"{name}: {tool} ...", file=sys.stderr, flush=True)
-                entry[tool] = run_tool(tool, script, Path(tmp) / "runs" / script.stem, args.time_limit)
+                entry[tool] = run_tool(tool, script, Path(tmp) / "runs" / script.parent.name / script.stem,
+                                       args.time_limit)
                 print(f"  {entry[tool]['status']} in {entry[tool]['wall_s']:.1f} s {entry[tool]['why']}",
                       file=sys.stderr, flush=True)
             entry["compare"] = compare(entry.get("adaptune", {}), entry.get("kernel_tuner", {}))
             report["examples"][name] = entry
+            write(args.out, report, metadata)  # after every example: a run stopped from outside keeps what it did
+    write(args.out, report, metadata)
+
+
+def _run_record(part: dict[str, Any]) -> dict[str, Any]:
+    """The run record of a result file written before runs were recorded (lang and limit at the top)."""
+    meta = part.get("metadata", {})
+    return {"lang": part["lang"], "time_limit_s": part["time_limit_s"],
+            **{k: meta.get(k) for k in ("device", "date", "commit", "host")}}
+
+
+def write(out: str | Path, report: dict[str, Any], metadata: dict[str, Any]) -> None:
     _summarise(report)
-    data = {**report, "metadata": run_metadata(args.device)}
-    write_results(args.out, "kt_examples", data, table=[_row(n, e) for n, e in report["examples"].items()],
-                  title=f"Kernel Tuner's {args.lang} examples: adaptune (import line swapped) beside Kernel Tuner",
-                  notes=_notes(report))
+    write_results(out, "kt_examples", report, table=[_row(n, e) for n, e in report["examples"].items()],
+                  title="Kernel Tuner's examples: adaptune (import line swapped) beside Kernel Tuner",
+                  notes=_notes(report), metadata=metadata)
+
+
+def _language(name: str) -> str:
+    return "opencl" if name.startswith("opencl/") else "cuda"
 
 
 def _summarise(report: dict[str, Any]) -> None:
-    runnable = {n: e for n, e in report["examples"].items() if "skipped" not in e}
-    both = [e["compare"] for e in runnable.values() if e["compare"].get("both_complete")]
-    report["summary"] = {
-        "examples": len(report["examples"]), "runnable": len(runnable),
-        "examples_ok_share": sum(e.get("adaptune", {}).get("status") == "ok" for e in runnable.values())
-        / max(len(runnable), 1),
-        "kernel_tuner_ok_share": sum(e.get("kernel_tuner", {}).get("status") == "ok" for e in runnable.values())
-        / max(len(runnable), 1),
-        "both_complete": len(both),
-        "same_or_within_3pct": sum(bool(c["same_or_within_3pct"]) for c in both),
-        "wall_ratio_geomean": _geomean([c["tune_wall_ratio"] for c in both]),
-        "script_wall_ratio_geomean": _geomean([c["script_wall_ratio"] for c in both]),
-    }
+    """Per language: examples_ok_share, both complete, same best or within 3 %, wall_ratio_geomean."""
+    report["summary"] = {}
+    for lang in sorted({_language(n) for n in report["examples"]}):
+        entries = {n: e for n, e in report["examples"].items() if _language(n) == lang}
+        runnable = [e for e in entries.values() if "skipped" not in e]
+        both = [e["compare"] for e in runnable if e["compare"].get("both_complete")]
+        report["summary"][lang] = {
+            "examples": len(entries), "runnable": len(runnable),
+            "examples_ok_share": sum(e.get("adaptune", {}).get("status") == "ok" for e in runnable)
+            / max(len(runnable), 1),
+            "kernel_tuner_ok_share": sum(e.get("kernel_tuner", {}).get("status") == "ok" for e in runnable)
+            / max(len(runnable), 1),
+            "both_complete": len(both),
+            "same_or_within_3pct": sum(bool(c["same_or_within_3pct"]) for c in both),
+            "wall_ratio_geomean": _geomean([c["tune_wall_ratio"] for c in both]),
+            "script_wall_ratio_geomean": _geomean([c["script_wall_ratio"] for c in both]),
+        }
 
 
 def _notes(report: dict[str, Any]) -> str:
-    s = report["summary"]
-    ratio = f"{s['wall_ratio_geomean']:.3f}" if s["wall_ratio_geomean"] else "n/a"
-    return (f"Kernel Tuner commit {report['kernel_tuner_commit']} (examples), Kernel Tuner package 1.5; time limit "
-            f"{report['time_limit_s']:g} s per example per tool.\n\n"
-            f"examples_ok_share (adaptune) = {s['examples_ok_share']:.2f} of {s['runnable']} runnable examples "
-            f"(Kernel Tuner: {s['kernel_tuner_ok_share']:.2f}); both complete: {s['both_complete']}; same best or "
-            f"within 3 %: {s['same_or_within_3pct']} of {s['both_complete']}; wall_ratio_geomean (time inside "
-            f"tune_kernel calls, adaptune / Kernel Tuner) = {ratio}.")
+    lines = [f"Kernel Tuner commit {report['kernel_tuner_commit']} (its examples); Kernel Tuner package 1.5 beside "
+             "adaptune in the same run. Runs: " + "; ".join(
+                 f"{r['lang']} on {r.get('device') or '?'} ({r.get('date', '?')}, adaptune {r.get('commit', '?')}, "
+                 f"{r['time_limit_s']:g} s per example per tool)" for r in report["runs"]), ""]
+    for lang, s in report["summary"].items():
+        ratio = f"{s['wall_ratio_geomean']:.3f}" if s["wall_ratio_geomean"] else "n/a"
+        lines.append(f"- **{lang}**: examples_ok_share (adaptune) = {s['examples_ok_share']:.2f} of {s['runnable']} "
+                     f"runnable (Kernel Tuner: {s['kernel_tuner_ok_share']:.2f}); both complete: {s['both_complete']}; "
+                     f"same best or within 3 % on Kernel Tuner's clock: {s['same_or_within_3pct']} of "
+                     f"{s['both_complete']}; wall_ratio_geomean (inside tune_kernel, adaptune / Kernel Tuner) = {ratio}.")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -168,7 +168,7 @@ def test_strategies_and_budgets(kt_env, vector_args):
 
 @pytest.mark.parametrize(("option", "value"), [
     ("cmem_args", {"d_filter": np.zeros(4, np.float32)}), ("texmem_args", {"tex": {"array": np.zeros(4)}}),
-    ("compiler", "nvcc"), ("parallel", True), ("objectives", {"time": False, "energy": False}),
+    ("compiler", "nvcc"), ("objectives", {"time": False, "energy": False}),
     ("smem_args", {"size": 64}), ("lang", "C"), ("lang", "HIP"),
 ])
 def test_options_adaptune_cannot_honour_are_refused_by_name(kt_env, vector_args, option, value):
@@ -191,6 +191,15 @@ def test_observers_other_than_nvml_are_refused_and_nvml_needs_nvidia(kt_env, vec
 
     with pytest.raises(Exception, match="NVIDIA"):
         tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, observers=[NVMLObserver()], quiet=True)
+
+
+def test_parallel_runs_on_the_local_executor_and_refuses_a_cache(kt_env, vector_args):
+    size, args, expected = vector_args
+    results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32, 64, 128]}, parallel=2,
+                               answer=[expected, None, None, None], quiet=True, iterations=1)
+    assert sorted(r["block_size_x"] for r in results) == [32, 64, 128] and env["evaluated"] == 3
+    with pytest.raises(UnsupportedOption, match="^parallel:"):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, parallel=True, cache="c", quiet=True)
 
 
 def test_restriction_text_is_parsed_never_evaluated(kt_env, vector_args):

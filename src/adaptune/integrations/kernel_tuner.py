@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adaptune.backends import DeviceArray, device_name, make_backend
+from adaptune.backends import DeviceArray, device_name, list_devices, make_backend
 from adaptune.integrations.kt_args import (
     grid_divisors,
     kernel_spec,
@@ -94,8 +94,8 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     """Tune a kernel as Kernel Tuner's ``tune_kernel`` does; returns ``(results, env)`` in its shapes."""
     start = time.perf_counter()
     setup_log(kernel_name, log)
-    _refuse_unsupported(cmem_args=cmem_args, texmem_args=texmem_args, compiler=compiler, parallel=parallel,
-                        objectives=objectives)
+    _refuse_unsupported(cmem_args=cmem_args, texmem_args=texmem_args, compiler=compiler, objectives=objectives,
+                        parallel=parallel and cache)
     objective, higher = _objective(objective, objective_higher_is_better)
     spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
                                 grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
@@ -123,7 +123,8 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
                       known_results=list(previous.results) if previous else [])
     report = tune(problem, ours, max_evals=max_evals, max_seconds=max_seconds, repeats=iterations, backend=backend,
                   device=where, db=settings.db, seed=seed, progress=_progress(quiet), timeout_s=settings.timeout_s,
-                  observers=adaptune_observers, strategy_options=options, discard_factor=settings.discard_factor)
+                  observers=adaptune_observers, strategy_options=options, discard_factor=settings.discard_factor,
+                  **_parallel(parallel, backend))
     rows = _rows(report.results, names, metrics, observables, start)
     env = environment(report.device, iterations, compiler_options,
                       {"strategy": ours, "db": report.db, "evaluated": report.evaluated, "failed": report.failed,
@@ -168,11 +169,22 @@ def _refuse_unsupported(**given: Any) -> None:
            "texmem_args": "texture memory arguments are not supported by adaptune's backends",
            "compiler": "adaptune compiles with the device's own compiler (NVRTC, OpenCL); there is no host "
                        "compiler to choose",
-           "parallel": "use adaptune.tune(..., executor='local' | 'ray') for several devices",
+           "parallel": "a cache is not read by parallel runs; drop one of the two",
            "objectives": "several objectives (a Pareto front) are not supported; give one objective"}
     for name, value in given.items():
         if value:
             raise refuse(name, why[name])
+
+
+def _parallel(parallel: Any, backend: str) -> dict[str, Any]:
+    """Kernel Tuner's ``parallel`` (True: every device; n: n workers) as adaptune's local executor."""
+    if not parallel:
+        return {}
+    if parallel is True:
+        n = sum(1 for kind, _, _ in list_devices() if kind == backend) if backend == "cuda" else 1
+    else:
+        n = int(parallel)
+    return {"executor": "local", "n_parallel": max(n, 1)}
 
 
 def _objective(objective: str | None, higher: bool | None) -> tuple[str, bool]:
