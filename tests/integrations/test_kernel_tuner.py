@@ -10,7 +10,7 @@ import pytest
 
 import adaptune
 from adaptune.integrations.kernel_tuner import run_kernel, tune_kernel
-from adaptune.integrations.kt_args import UnsupportedOption
+from adaptune.integrations.kt_args import UnsupportedOption, template_instance
 from adaptune.space import ConstraintError
 from tests.integrations.kt_kernels import SCALE_2D, VECTOR_ADD
 
@@ -226,3 +226,15 @@ def test_device_and_platform_select_the_opencl_device(kt_env, vector_args):
     assert env["device_name"]
     with pytest.raises(Exception, match="no OpenCL device"):
         tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, device=99, quiet=True)
+
+
+def test_tunable_template_arguments_of_the_kernel_name():
+    assert template_instance("vector_add<float, block_size_x>", ["block_size_x"]) == (
+        "vector_add", ["_kt_template_0", "block_size_x"], {"_kt_template_0": "float"})
+    assert template_instance("vector_add<float>", ["block_size_x"]) == ("vector_add<float>", None, {})
+
+
+def test_templates_on_opencl_are_refused_clearly(kt_env, vector_args):
+    size, args, _ = vector_args
+    with pytest.raises(ValueError, match="template"):
+        tune_kernel("vector_add<block_size_x>", VECTOR_ADD, size, args, {"block_size_x": [32]}, quiet=True)

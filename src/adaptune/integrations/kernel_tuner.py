@@ -34,6 +34,7 @@ from adaptune.integrations.kt_args import (
     search_space,
     setup_log,
     strategy_choice,
+    template_instance,
 )
 from adaptune.integrations.kt_results import (
     add_total_timings,
@@ -97,11 +98,13 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     _refuse_unsupported(cmem_args=cmem_args, texmem_args=texmem_args, compiler=compiler, objectives=objectives,
                         parallel=parallel and cache)
     objective, higher = _objective(objective, objective_higher_is_better)
+    name, template_params, hidden = template_instance(kernel_name, list(tune_params))
     spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
                                 grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
                                 block_size_names=block_size_names, answer=answer, atol=atol, verify=verify,
-                                smem_args=smem_args, compiler_options=compiler_options, defines=defines)
-    space = search_space(tune_params, restrictions)
+                                smem_args=smem_args, compiler_options=compiler_options, defines=defines,
+                                template=(name, template_params))
+    space = search_space(tune_params, restrictions, hidden)
     ours, options, max_evals, max_seconds = strategy_choice(strategy, strategy_options, len(space))
     if objective != "time" and ours != "brute_force":
         raise refuse("objective", f"{objective!r} with strategy {strategy!r}: adaptune's searches minimise time; "
@@ -113,14 +116,15 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     if verbose and not quiet:
         print(f"Searchspace has {len(space)} configurations after restrictions.")
     if simulation_mode:
-        return _simulate(path, kernel_name, problem_size, space, (ours, options, max_evals, max_seconds), seed,
-                         metrics, (objective, higher), quiet)
+        return _simulate(path, kernel_name, problem_size, space, names, (ours, options, max_evals, max_seconds),
+                         seed, metrics, (objective, higher), quiet)
 
     previous = None
     if path is not None and path.is_file():
         previous = read_cache(path, device_name(backend, where), kernel_name, problem_size, names)
+    known = [Result(**{**r.__dict__, "config": {**r.config, **hidden}}) for r in previous.results] if previous else []
     problem = Problem(kernel_name, spec, space, input_name=_input_name(problem_size, spec.answer is not None),
-                      known_results=list(previous.results) if previous else [])
+                      known_results=known)
     report = tune(problem, ours, max_evals=max_evals, max_seconds=max_seconds, repeats=iterations, backend=backend,
                   device=where, db=settings.db, seed=seed, progress=_progress(quiet), timeout_s=settings.timeout_s,
                   observers=adaptune_observers, strategy_options=options, discard_factor=settings.discard_factor,
@@ -146,11 +150,12 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
     argument after the run: arrays copied back from the device, scalars as given."""
     setup_log(kernel_name, log)
     _refuse_unsupported(cmem_args=cmem_args, texmem_args=texmem_args, compiler=compiler)
+    name, template_params, hidden = template_instance(kernel_name, list(params))
     spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
                                 grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
                                 block_size_names=block_size_names, smem_args=smem_args,
-                                compiler_options=compiler_options, defines=defines)
-    config = dict(params)
+                                compiler_options=compiler_options, defines=defines, template=(name, template_params))
+    config = {**params, **hidden}
     dev = make_backend(backend, (platform, device) if backend == "opencl" else device)
     try:
         geo, defines_, targs, _, _ = runners.kernel_source(spec, config, backend)
@@ -243,7 +248,7 @@ def _config_string(row: Mapping[str, Any], keys: Sequence[str]) -> str:
     return ", ".join(text(k, v) for k, v in row.items() if k in keys)
 
 
-def _simulate(path: Path | None, kernel_name: str, problem_size: Any, space: Space,
+def _simulate(path: Path | None, kernel_name: str, problem_size: Any, space: Space, names: list[str],
               search: tuple[str, dict[str, Any], int | None, float | None], seed: int | None, metrics: Any,
               objective: tuple[str, bool], quiet: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Kernel Tuner's simulation mode: the strategy walks the space on the cache's measurements, no device.
@@ -251,7 +256,6 @@ def _simulate(path: Path | None, kernel_name: str, problem_size: Any, space: Spa
     start = time.perf_counter()
     if path is None or not path.is_file():
         raise ValueError(f"simulation_mode needs an existing cache file (cache={str(path) if path else None!r})")
-    names = list(space.names)
     recorded = read_cache(path, None, kernel_name, problem_size, names)
     assert recorded is not None
     ours, options, max_evals, max_seconds = search

@@ -108,6 +108,28 @@ def host_arguments(arguments: Sequence[Any], what: str = "arguments") -> list[An
     return out
 
 
+def template_instance(kernel_name: str, param_names: Sequence[str]) -> tuple[str, list[str] | None, dict[str, str]]:
+    """``vector_add<float, block_size_x>``: (``vector_add``, its template arguments as parameter names, the
+    literal ones as hidden one-value parameters). A name without tunable arguments stays as it is."""
+    if "<" not in kernel_name or not kernel_name.endswith(">"):
+        return kernel_name, None, {}
+    base, _, inner = kernel_name.partition("<")
+    args, depth, current = [], 0, ""
+    for ch in inner[:-1]:
+        depth += (ch in "<(") - (ch in ">)")
+        if ch == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    args.append(current.strip())
+    if not any(a in param_names for a in args):
+        return kernel_name, None, {}
+    hidden = {f"_kt_template_{i}": a for i, a in enumerate(args) if a not in param_names}
+    names = [a if a in param_names else f"_kt_template_{i}" for i, a in enumerate(args)]
+    return base.strip(), names, hidden
+
+
 def problem_size_terms(problem_size: Any) -> Any:
     """Kernel Tuner's problem size (int, expression, tuple of those or callable) with NumPy ints made plain."""
     if callable(problem_size):
@@ -169,14 +191,17 @@ def kernel_spec(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
                 lang: str | None, grid_div: list[Any] | None, block_size_names: Sequence[str] | None,
                 answer: Any = None, atol: float = 1e-6, verify: Callable[..., Any] | None = None,
                 smem_args: Mapping[str, Any] | None = None, compiler_options: Sequence[str] | None = None,
-                defines: Mapping[str, Any] | None = None) -> tuple[KernelSpec, str]:
-    """(KernelSpec, backend name) for one Kernel Tuner call."""
+                defines: Mapping[str, Any] | None = None, template: tuple[str, list[str] | None] | None = None
+                ) -> tuple[KernelSpec, str]:
+    """(KernelSpec, backend name) for one Kernel Tuner call; ``template``: :func:`template_instance`'s name
+    and template parameters."""
     own, includes = split_sources(kernel_source)
     text = kernel_text(own)
     backend = detect_lang(text, lang)
     text, constant_defines = with_callable_defines(text, defines or {})
+    name, template_params = template or (kernel_name, None)
     return KernelSpec(
-        source=text, name=kernel_name, arguments=host_arguments(arguments),
+        source=text, name=name, template_params=template_params, arguments=host_arguments(arguments),
         problem_size=problem_size_terms(problem_size), grid_div=grid_div,
         block_size_names=block_names(block_size_names), answer=checked_answer(answer, verify, atol),
         atol=atol, lang=backend, compiler_options=[*(compiler_options or []), *includes],
@@ -204,11 +229,12 @@ def checked_answer(answer: Any, verify: Callable[..., Any] | None, atol: float) 
 
 
 # ---------------------------------------------------------------------------------------------- space
-def search_space(tune_params: Mapping[str, Sequence[Any]], restrictions: Any) -> Space:
-    """The space: restrictions as safe expressions (strings) or callables, never ``eval``."""
+def search_space(tune_params: Mapping[str, Sequence[Any]], restrictions: Any, hidden: Mapping[str, Any]) -> Space:
+    """The space: restrictions as safe expressions (strings) or callables, never ``eval``; ``hidden``
+    one-value parameters (literal template arguments) come last."""
     if not isinstance(tune_params, Mapping) or not tune_params:
         raise ValueError("tune_params must be a dict of parameter name -> list of values")
-    params = {k: list(v) for k, v in tune_params.items()}
+    params = {**{k: list(v) for k, v in tune_params.items()}, **{k: [v] for k, v in hidden.items()}}
     empty = [k for k, v in params.items() if not v]
     if empty:
         raise ValueError(f"tune_params {empty} have no values")
