@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.peers import pad_cupy_uuid
+
 
 def _jsonable(value: Any) -> Any:
     if hasattr(value, "item"):
@@ -52,7 +54,7 @@ def wrap(tool: str, record: Path) -> None:
     original, original_run = module.tune_kernel, module.run_kernel
     cuda_lang = os.environ.get("KT_CUDA_LANG") if tool == "kernel_tuner" else None
     if cuda_lang:
-        _pad_cupy_uuid()
+        pad_cupy_uuid()
 
     def lang(kwargs: dict[str, Any], n_positional: int, lang_position: int) -> dict[str, Any]:
         if cuda_lang and n_positional <= lang_position and str(kwargs.get("lang") or "CUDA").upper() == "CUDA":
@@ -73,21 +75,6 @@ def wrap(tool: str, record: Path) -> None:
 
     module.tune_kernel, module.run_kernel = tune_kernel, run_kernel
     kernel_tuner.tune_kernel, kernel_tuner.run_kernel = tune_kernel, run_kernel
-
-
-def _pad_cupy_uuid() -> None:
-    try:
-        import cupy
-    except ImportError:
-        return
-    original = cupy.cuda.runtime.getDeviceProperties
-
-    def padded(device: int) -> dict:
-        props = original(device)
-        props["uuid"] = bytes(props.get("uuid", b"")).ljust(16, b"\0")[:16]
-        return props
-
-    cupy.cuda.runtime.getDeviceProperties = padded
 
 
 def main() -> None:
