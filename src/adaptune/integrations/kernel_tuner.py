@@ -7,7 +7,8 @@ The arguments are translated into adaptune's objects (:mod:`adaptune.integration
 ordinary :func:`adaptune.tune` (every configuration in the worker process, so a crashing kernel is one
 ``launch_error``; results in the store, so a killed run resumes; a progress bar), and the results come back
 in Kernel Tuner's shapes (:mod:`adaptune.integrations.kt_results`). A parameter adaptune cannot honour is
-refused with an error that names it. Differences that remain: results are printed after the run rather than
+refused with an error that names it. Differences that remain: ``time`` is the median of ``times`` (Kernel
+Tuner's is their mean); results are printed after the run rather than
 during it; ``defines`` adds to the tunable-parameter defines instead of replacing them; adaptune races
 configurations (one whose first timed run is ``discard_factor`` times slower than the best so far gets no
 more repeats, so its ``times`` is shorter); a rerun of the same kernel, argument shapes and space reuses the
