@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Kernel Tuner's CUDA examples on the H100, adaptune beside Kernel Tuner 1.5 (device tool; carry .carry/kt).
-#   bash benchmarks/kt_examples/gpu.sh {1|2|3|4}    # one batch per call (each fits the 10-minute limit)
+#   ADAPTUNE_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/kt_examples/gpu.sh {1|2|3|4}   # a batch per call
 # .carry/kt holds the wheels the bare machine lacks (.carry/kt/whl) and the examples with their commit
 # (.carry/kt/kernel_tuner/examples/{cuda,cuda-c++}, .carry/kt/kernel_tuner/COMMIT); README.md says how to make it.
 set -u
@@ -10,7 +10,8 @@ need=""
 for pair in kernel_tuner:kernel_tuner constraint:python_constraint2 xmltodict:xmltodict jsonschema:jsonschema \
     jsonschema_specifications:jsonschema_specifications referencing:referencing rpds:rpds_py attrs:attrs \
     sqlalchemy:sqlalchemy greenlet:greenlet pandas:pandas dateutil:python_dateutil pytz:pytz tzdata:tzdata six:six \
-    jinja2:jinja2 markupsafe:markupsafe; do
+    jinja2:jinja2 markupsafe:markupsafe matplotlib:matplotlib contourpy:contourpy cycler:cycler fontTools:fonttools \
+    kiwisolver:kiwisolver pyparsing:pyparsing PIL:pillow; do
   python3 -c "import ${pair%%:*}" 2>/dev/null || need="$need $(ls $C/whl/${pair##*:}-*.whl)"
 done
 if [ -n "$need" ]; then

@@ -4,11 +4,17 @@ mode replays it; a crashing configuration is one failed result; a rerun resumes 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 
+from adaptune.integrations import kernel_tuner as drop_in
 from adaptune.integrations.kernel_tuner import tune_kernel
+from adaptune.store import Store
 from tests.integrations.kt_kernels import VECTOR_ADD
 
 kernel_tuner = pytest.importorskip("kernel_tuner")
@@ -88,3 +94,47 @@ def test_a_crashing_configuration_is_one_failed_result_and_the_run_goes_on(kt_en
                               quiet=True, iterations=2)
     assert env2["reused"] == 4 and [r["time"] for r in again] == [r["time"] for r in results]
     assert np.isfinite(env["best_config"]["time"])
+
+
+SLOW_SCRIPT = """
+import numpy as np
+from adaptune import tune_kernel
+kernel = '''__kernel void spin(__global float *x, int n) {
+    int i = get_global_id(0);
+    float v = x[i];
+    for (int k = 0; k < n; k++) { v = v * 0.999f + 0.001f; }
+    x[i] = v;
+}'''
+x = np.zeros(4096, dtype=np.float32)
+tune_kernel("spin", kernel, 4096, [x, np.int32(30000)], {"block_size_x": [16, 32, 64, 128, 256, 512]},
+            iterations=3, quiet=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_from_the_store(kt_env):
+    (kt_env / "slow.py").write_text(SLOW_SCRIPT)
+    env = {**os.environ, "ADAPTUNE_DB": str(kt_env / "resume.db")}
+    proc = subprocess.Popen([sys.executable, "slow.py"], cwd=kt_env, env=env)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            if (kt_env / "resume.db").exists():
+                with Store(kt_env / "resume.db") as store:
+                    if len(store.results()) >= 2:
+                        break
+            if proc.poll() is not None:
+                break
+            time.sleep(0.5)
+    finally:
+        proc.kill()
+        proc.wait()
+    with Store(kt_env / "resume.db") as store:
+        done = len(store.results())
+    assert 2 <= done < 6, "the run should have been killed part-way"
+    x = np.zeros(4096, dtype=np.float32)
+    drop_in.settings.db = str(kt_env / "resume.db")
+    kernel = SLOW_SCRIPT.split("'''")[1]
+    results, env_ = tune_kernel("spin", kernel, 4096, [x, np.int32(30000)],
+                                {"block_size_x": [16, 32, 64, 128, 256, 512]}, iterations=3, quiet=True)
+    assert env_["reused"] == done and env_["evaluated"] == 6 and len(results) == 6
