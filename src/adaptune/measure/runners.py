@@ -132,8 +132,7 @@ class KernelRunner:
     def prepare(self, config: dict[str, Any]) -> Prepared:
         geo, defines, targs, full, expr = kernel_source(self.spec, config, self.backend.name)
         key = self.backend.cache_key(full, expr, tuple(self.spec.compiler_options))
-        source = self.spec.text_for(config) if callable(self.spec.source) else self.spec.source_text
-        return Prepared(geo, defines, targs, key, source)
+        return Prepared(geo, defines, targs, key, self.spec.text_for(config))
 
     def preload(self, items: Iterable[tuple[dict[str, Any], Any]]) -> None:
         """Kernels compiled by another process (``backends.binary``) into the compile cache."""
