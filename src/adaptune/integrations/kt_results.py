@@ -174,8 +174,9 @@ def write_cache(path: Path, previous: RecordedSpace | None, results: list[Result
     """Previous entries plus this run's, metrics and observables included, as a closed Kernel Tuner cache."""
     names = list(tune_params)
     merged: dict[str, Result] = {}
-    if previous is not None:
-        merged.update((kt_key(r.config, names), r) for r in previous.results)
+    if previous is not None:  # entries outside this run's values would make the header lie about the space
+        merged.update((kt_key(r.config, names), r) for r in previous.results
+                      if all(r.config[n] in tune_params[n] for n in names))
     for result, row in zip(results, rows, strict=True):
         extra = {k: float(v) for k, v in row.items()
                  if k not in result.config and isinstance(v, int | float) and not isinstance(v, bool)
