@@ -174,9 +174,11 @@ def write_cache(path: Path, previous: RecordedSpace | None, results: list[Result
     """Previous entries plus this run's, metrics and observables included, as a closed Kernel Tuner cache."""
     names = list(tune_params)
     merged: dict[str, Result] = {}
-    if previous is not None:  # entries outside this run's values would make the header lie about the space
-        merged.update((kt_key(r.config, names), r) for r in previous.results
-                      if all(r.config[n] in tune_params[n] for n in names))
+    params = {k: list(v) for k, v in tune_params.items()}
+    if previous is not None:  # every earlier entry is kept; the header lists the values of both runs
+        merged.update((kt_key(r.config, names), r) for r in previous.results)
+        for n in names:
+            params[n] += [v for v in previous.params[n] if v not in params[n]]
     for result, row in zip(results, rows, strict=True):
         extra = {k: float(v) for k, v in row.items()
                  if k not in result.config and isinstance(v, int | float) and not isinstance(v, bool)
@@ -184,5 +186,5 @@ def write_cache(path: Path, previous: RecordedSpace | None, results: list[Result
         merged[kt_key(result.config, names)] = Result(**{**result.__dict__, "observers": {**result.observers, **extra}})
     size = "callable" if callable(problem_size) else problem_size
     write_kt_cache(path, RecordedSpace(device_name=device_name, kernel_name=kernel_name, problem_size=size,
-                                       params={k: list(v) for k, v in tune_params.items()},
+                                       params=params,
                                        results=list(merged.values()), objective=objective))
