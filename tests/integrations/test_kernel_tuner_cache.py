@@ -14,7 +14,7 @@ import pytest
 
 from adaptune.integrations import kernel_tuner as drop_in
 from adaptune.integrations.kernel_tuner import tune_kernel
-from adaptune.store import Store
+from adaptune.store import Store, load_kt_cache
 from tests.integrations.kt_kernels import VECTOR_ADD
 
 kernel_tuner = pytest.importorskip("kernel_tuner")
@@ -65,6 +65,17 @@ def test_a_cache_of_another_kernel_or_parameters_is_refused(kt_env, vector_args)
         tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32], "unroll": [1]}, cache="c", quiet=True)
     with pytest.raises(ValueError, match="problem size"):
         tune_kernel("vector_add", VECTOR_ADD, size + 1, args, {"block_size_x": [32]}, cache="c", quiet=True)
+
+
+def test_earlier_cache_entries_outside_this_runs_values_are_kept(kt_env, vector_args):
+    size, args, _ = vector_args
+    tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32, 64]}, cache="k", quiet=True, iterations=1)
+    _, env = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [64, 128]}, cache="k", quiet=True,
+                         iterations=1)
+    assert env["reused"] == 1
+    recorded = load_kt_cache(kt_env / "k.json")
+    assert sorted(r.config["block_size_x"] for r in recorded.results) == [32, 64, 128]
+    assert recorded.params == {"block_size_x": [64, 128, 32]}
 
 
 def test_simulation_mode_replays_the_cache_without_a_device(kt_env, vector_args):
