@@ -238,3 +238,13 @@ def test_templates_on_opencl_are_refused_clearly(kt_env, vector_args):
     size, args, _ = vector_args
     with pytest.raises(ValueError, match="template"):
         tune_kernel("vector_add<block_size_x>", VECTOR_ADD, size, args, {"block_size_x": [32]}, quiet=True)
+
+
+def test_a_jinja2_template_render_is_a_generator_too(kt_env, vector_args):
+    jinja2 = pytest.importorskip("jinja2")
+    size, args, expected = vector_args
+    template = jinja2.Template(VECTOR_ADD.replace("get_global_id(0)", "get_group_id(0) * {{ block_size_x }}"
+                                                  " + get_local_id(0)"))
+    results, _ = tune_kernel("vector_add", template.render, size, args, {"block_size_x": [32, 64]}, lang="OpenCL",
+                             answer=[expected, None, None, None], quiet=True, iterations=1)
+    assert len(ok_rows(results)) == 2

@@ -31,6 +31,7 @@ from adaptune.integrations.kt_args import (
     grid_divisors,
     kernel_spec,
     observer_names,
+    portable_source,
     refuse,
     search_space,
     setup_log,
@@ -96,7 +97,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     """Tune a kernel as Kernel Tuner's ``tune_kernel`` does; returns ``(results, env)`` in its shapes."""
     start = time.perf_counter()
     setup_log(kernel_name, log)
-    _refuse_unsupported(cmem_args=cmem_args, texmem_args=texmem_args, compiler=compiler, objectives=objectives,
+    _refuse_unsupported(texmem_args=texmem_args, compiler=compiler, objectives=objectives,
                         parallel=parallel and cache)
     objective, higher = _objective(objective, objective_higher_is_better)
     name, template_params, hidden = template_instance(kernel_name, list(tune_params))
@@ -104,8 +105,9 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
                                 grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
                                 block_size_names=block_size_names, answer=answer, atol=atol, verify=verify,
                                 smem_args=smem_args, compiler_options=compiler_options, defines=defines,
-                                template=(name, template_params))
+                                template=(name, template_params), cmem_args=cmem_args)
     space = search_space(tune_params, restrictions, hidden)
+    spec = portable_source(spec, space)
     ours, options, max_evals, max_seconds = strategy_choice(strategy, strategy_options, len(space))
     if objective != "time" and ours != "brute_force":
         raise refuse("objective", f"{objective!r} with strategy {strategy!r}: adaptune's searches minimise time; "
@@ -150,17 +152,20 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
     """Compile and run one configuration once (in this process, as Kernel Tuner does); returns every
     argument after the run: arrays copied back from the device, scalars as given."""
     setup_log(kernel_name, log)
-    _refuse_unsupported(cmem_args=cmem_args, texmem_args=texmem_args, compiler=compiler)
+    _refuse_unsupported(texmem_args=texmem_args, compiler=compiler)
     name, template_params, hidden = template_instance(kernel_name, list(params))
     spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
                                 grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
                                 block_size_names=block_size_names, smem_args=smem_args,
-                                compiler_options=compiler_options, defines=defines, template=(name, template_params))
+                                compiler_options=compiler_options, defines=defines, template=(name, template_params),
+                                cmem_args=cmem_args)
     config = {**params, **hidden}
     dev = make_backend(backend, (platform, device) if backend == "opencl" else device)
     try:
         geo, defines_, targs, _, _ = runners.kernel_source(spec, config, backend)
         kernel = dev.compile(spec.text_for(config), spec.name, defines_, spec.compiler_options, targs)
+        if spec.constant_args:
+            dev.set_constants(kernel, spec.constant_args)
         args = dev.allocate(spec.arguments)
         dev.launch(kernel, geo.grid, geo.block, args, geo.shared_mem)
         dev.synchronize()
@@ -171,8 +176,7 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
 
 # ---------------------------------------------------------------------------------------------- helpers
 def _refuse_unsupported(**given: Any) -> None:
-    why = {"cmem_args": "constant memory arguments are not supported by adaptune's backends",
-           "texmem_args": "texture memory arguments are not supported by adaptune's backends",
+    why = {"texmem_args": "texture memory arguments are not supported by adaptune's backends",
            "compiler": "adaptune compiles with the device's own compiler (NVRTC, OpenCL); there is no host "
                        "compiler to choose",
            "parallel": "a cache is not read by parallel runs; drop one of the two",

@@ -10,10 +10,13 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import cloudpickle
 import numpy as np
 
 from adaptune.measure import KernelSpec
@@ -171,6 +174,37 @@ def shared_memory(smem_args: Mapping[str, Any] | None, backend: str) -> Any:
     return smem_args.get("size", 0)
 
 
+def portable_source(spec: KernelSpec, space: Space, limit: int = 100_000) -> KernelSpec:
+    """A generator the worker process cannot receive (a jinja2 ``Template.render`` does not survive pickling)
+    is run here, once per configuration, and the worker gets the texts."""
+    if not callable(spec.source):
+        return spec
+    try:
+        cloudpickle.loads(cloudpickle.dumps(spec.source))
+        return spec
+    except Exception:  # noqa: BLE001 - whatever the pickler raises, the texts are made here instead
+        pass
+    if len(space) > limit:
+        raise ValueError(f"kernel_source: this code generator cannot be sent to the worker process, and the space "
+                         f"has {len(space)} configurations (more than {limit}) to generate ahead")
+    configs = (space.config(i) for i in range(len(space)))
+    texts = {tuple(c[n] for n in space.names): spec.text_for(c) for c in configs}
+    return replace(spec, source=partial(_generated, texts, space.names))
+
+
+def _generated(texts: dict[tuple[Any, ...], str], names: tuple[str, ...], config: dict[str, Any]) -> str:
+    return texts[tuple(config[n] for n in names)]
+
+
+def constant_memory(cmem_args: Mapping[str, Any] | None, backend: str) -> dict[str, Any] | None:
+    """Kernel Tuner's ``cmem_args`` (CUDA ``__constant__`` symbols by name) as host arrays."""
+    if not cmem_args:
+        return None
+    if backend != "cuda":
+        raise refuse("cmem_args", "constant memory arguments need a CUDA kernel")
+    return dict(zip(cmem_args, host_arguments(list(cmem_args.values()), "cmem_args"), strict=True))
+
+
 def with_callable_defines(text: str | Callable[[dict[str, Any]], str], defines: Mapping[str, Any]
                           ) -> tuple[str | Callable[[dict[str, Any]], str], dict[str, Any]]:
     """Kernel Tuner's defines whose value is callable(params) become lines of a generated source."""
@@ -191,8 +225,8 @@ def kernel_spec(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
                 lang: str | None, grid_div: list[Any] | None, block_size_names: Sequence[str] | None,
                 answer: Any = None, atol: float = 1e-6, verify: Callable[..., Any] | None = None,
                 smem_args: Mapping[str, Any] | None = None, compiler_options: Sequence[str] | None = None,
-                defines: Mapping[str, Any] | None = None, template: tuple[str, list[str] | None] | None = None
-                ) -> tuple[KernelSpec, str]:
+                defines: Mapping[str, Any] | None = None, template: tuple[str, list[str] | None] | None = None,
+                cmem_args: Mapping[str, Any] | None = None) -> tuple[KernelSpec, str]:
     """(KernelSpec, backend name) for one Kernel Tuner call; ``template``: :func:`template_instance`'s name
     and template parameters."""
     own, includes = split_sources(kernel_source)
@@ -207,6 +241,7 @@ def kernel_spec(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         atol=atol, lang=backend, compiler_options=[*(compiler_options or []), *includes],
         defines=constant_defines or None, shared_mem=shared_memory(smem_args, backend),
         restore_inputs=False,  # as Kernel Tuner: arguments are uploaded once, not copied back before every run
+        constant_args=constant_memory(cmem_args, backend),
         check_arguments="<" not in kernel_name and not callable(text),  # a template instance: vector_add<float>
     ), backend
 

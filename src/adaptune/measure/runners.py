@@ -215,6 +215,8 @@ class KernelRunner:
         if why:
             return Result.failure(config, Status.LAUNCH_ERROR, why + " (not launched)", compile_ms=compile_ms), False
         try:
+            if self.spec.constant_args:
+                self.backend.set_constants(kernel, self.spec.constant_args)
             return self._benchmark(config, kernel, prep.geometry, compile_ms, best_ms), False
         except Exception as exc:  # a launch the API refused or a kernel fault the API reported
             return (Result.failure(config, Status.LAUNCH_ERROR, exception_text(exc), compile_ms=compile_ms),

@@ -68,6 +68,8 @@ class KernelSpec:
     ``shared_mem``: dynamic shared memory per block in bytes (CUDA only): an int, a parameter
     name or expression, or callable(config). ``check_arguments``: compare the arguments with the
     kernel's parameter list (count, pointer or scalar, element type) before anything is launched.
+    ``constant_args``: CUDA ``__constant__`` symbols by name, filled after each compile (Kernel Tuner's
+    ``cmem_args``; cuda backend only).
     """
 
     source: str | Path | Callable[[dict[str, Any]], str]
@@ -88,6 +90,7 @@ class KernelSpec:
     poison_outputs: bool = True
     shared_mem: SizeTerm = 0
     check_arguments: bool = True
+    constant_args: Mapping[str, np.ndarray] | None = None
     source_text: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -123,6 +126,8 @@ class KernelSpec:
             bad = [i for i in self.restore_inputs if not 0 <= int(i) < len(self.arguments)]
             if bad:
                 raise ValueError(f"restore_inputs names arguments {bad} that do not exist")
+        if self.constant_args and self.lang == "opencl":
+            raise ValueError("constant_args (CUDA __constant__ memory) need the cuda backend")
         if self.template_params is not None and self.lang == "opencl":
             raise ValueError("template_params need C++ templates: only the cuda backend has them")
 
