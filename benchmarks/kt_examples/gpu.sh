@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Kernel Tuner's CUDA examples on the H100, adaptune beside Kernel Tuner 1.5 (device tool; carry .carry/kt).
-#   ADAPTUNE_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/kt_examples/gpu.sh {1|2|3|4}   # a batch per call
+#   ADAPTUNE_COMMIT=$(git rev-parse --short HEAD) bash benchmarks/kt_examples/gpu.sh {0|1|2|3|4}   # 0: the drop-in's GPU test; 1-4: a batch each
 # .carry/kt holds the wheels the bare machine lacks (.carry/kt/whl) and the examples with their commit
 # (.carry/kt/kernel_tuner/examples/{cuda,cuda-c++}, .carry/kt/kernel_tuner/COMMIT); README.md says how to make it.
 set -u
@@ -22,6 +22,8 @@ export KT_CUDA_LANG=CuPy  # Kernel Tuner's lang="CUDA" backend is PyCUDA (no whe
 OUT=${OUT:-out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
 case "${1:-1}" in
+  0) python3 -m pytest -q -p no:cacheprovider tests/integrations/test_kernel_tuner_cuda.py 2>&1 | tail -15
+     exit ;;
   1) examples=convolution.py,convolution_correct.py,matmul.py,sepconv.py ;;
   2) examples=sepconv_parallel.py,expdist.py,reduction.py,spmv.py,stencil.py,zeromeanfilter.py ;;
   3) examples=convolution_streams.py,pnpoly.py,pnpoly_cupy.py,texture.py,accuracy.py,test_vector_add.py,test_vector_add_parameterized.py,vector_add_parallel.py ;;
