@@ -20,6 +20,7 @@ from adaptune.progress import BestSoFarProgress
 from adaptune.records import DeviceInfo, Result
 from adaptune.search import make_strategy
 from adaptune.store import Store
+from adaptune.store.codec import config_key
 from adaptune.tuning.problem import Problem
 
 
@@ -147,8 +148,8 @@ def tune(
             ids = (store.device(info),
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
             ids = (*ids, store.input(ids[1], problem.input_name, problem.features or None))
+            _adopt(store, ids, space, problem.known_results)
             session = _Session(space, measurer, store, ids)
-            session.adopt(problem.known_results)
             results, reused = _search_loop(search, session, (max_evals, max_seconds), total, lookahead,
                                            progress, problem.name, start)
             default_result = _default_result(space, results, session)
@@ -181,6 +182,17 @@ def _warn_if_all_failed(report: TuneReport) -> None:
             warnings.warn(summary, TuningFailedWarning, stacklevel=3)
 
 
+def _adopt(store: Store, ids: tuple[int, int, int], space, known: list[Result]) -> None:
+    """Results measured elsewhere (a Kernel Tuner cache) into the store, unless it has them already: the
+    run then reuses them like any stored result."""
+    if not known:
+        return
+    stored = store.stored_keys(*ids)
+    fresh = [r for r in known if r.config in space and config_key(r.config) not in stored]
+    if fresh:
+        store.put_many(*ids, fresh)
+
+
 def _stored_count(store: Store) -> int:
     try:
         return len(store.results())
@@ -197,13 +209,6 @@ class _Session:
         self.stored = {space.key(r.config): r
                        for r in store.results(problem_id=problem_id, device_id=device_id, input_id=input_id)}
         self.best_ms = math.inf  # the incumbent, for racing
-
-    def adopt(self, known: list[Result]) -> None:
-        """Results measured elsewhere (a Kernel Tuner cache) into the store, unless it has them already."""
-        fresh = [r for r in known if r.config in self.space and self.space.key(r.config) not in self.stored]
-        if fresh:
-            self.store.put_many(*self.ids, fresh)
-            self.stored.update((self.space.key(r.config), r) for r in fresh)
 
     def prefetch(self, indices: list[int]) -> None:
         configs = [self.space.config(i) for i in indices]
