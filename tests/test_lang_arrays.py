@@ -13,7 +13,7 @@ pytest.importorskip("pyopencl" if DEVICE == "opencl" else "cupy")
 
 import adaptune.numpy as anp  # noqa: E402
 from adaptune.lang import session as lang_session  # noqa: E402
-from adaptune.lang.fallback import FallbackWarning, evaluate_eagerly  # noqa: E402
+from adaptune.lang.eager import FallbackWarning, evaluate_eagerly  # noqa: E402
 from adaptune.lang.runtime import KernelCompileError  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("lang_runtime")

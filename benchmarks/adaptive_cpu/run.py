@@ -1,23 +1,18 @@
 """Adaptive selection on the CPU: sort, SpMV and histogram, trained on few inputs, tested on many.
 
-For each SPEC in benchmarks/adaptive_specs: label the training inputs and the (4x larger, disjoint)
+For each SPEC in benchmarks/adaptive_cpu/specs: label the training inputs and the (4x larger, disjoint)
 test inputs once (interleaved repeats, median), then fit every model kind on the training labels and
 score its choices on the test inputs (fraction of oracle, Nitro's buckets, each fixed variant); replay
 active learning (BvSB vs random) on the measured test pool; time the dispatch path.
 
-    python benchmarks/adaptive_cpu.py            # full run, writes benchmarks/results/adaptive_cpu.*
-    python benchmarks/adaptive_cpu.py --fast     # seconds: small inputs (CI runs this through a test)
+    python -m benchmarks.adaptive_cpu.run            # full run, writes out/adaptive_cpu/adaptive_cpu.*
+    python -m benchmarks.adaptive_cpu.run --fast     # seconds: small inputs (CI runs this through a test)
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import importlib.util
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +26,7 @@ from adaptune.adaptive.dataset import LabelledSet
 from adaptune.adaptive.evaluate import score
 from adaptune.adaptive.labelling import MeasureOptions, MemoryCache, as_inputs
 from adaptune.adaptive.models import MODEL_KINDS, fit_model, pick_kind
+from benchmarks.harness import load_file_module, run_metadata, study_parser, write_results
 
 HERE = Path(__file__).parent
 SPECS = ("sort", "spmv", "histogram")
@@ -38,10 +34,7 @@ SPECS = ("sort", "spmv", "histogram")
 
 def load_spec(name: str, scale: str) -> ModuleType:
     os.environ["ADAPTUNE_BENCH_SCALE"] = scale
-    spec = importlib.util.spec_from_file_location(f"adaptive_spec_{name}", HERE / "adaptive_specs" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file_module(HERE / "specs" / f"{name}.py", f"adaptive_spec_{name}")
 
 
 def dispatch_overhead(cv: CodeVariant, features: np.ndarray, calls: int) -> dict[str, float]:
@@ -172,7 +165,7 @@ def markdown(doc: dict[str, Any]) -> str:
     load = doc.get("load_average")
     load_text = f"; 1-minute load average {load[0]:.1f}-{load[1]:.1f} during the run" if load else ""
     lines = [f"# Adaptive selection on the CPU ({doc['scale']} run)", "",
-             f"Command: `{doc.get('command', 'python benchmarks/adaptive_cpu.py')}`. "
+             f"Command: `{doc.get('command', 'python -m benchmarks.adaptive_cpu.run')}`. "
              f"Device: {doc['device']['name']} ({doc['device']['properties'].get('cores')} cores, shared with "
              f"other jobs{load_text}); date {doc['date']}; commit {doc['commit']}; {doc['repeats']} interleaved "
              "repeats, median, and as many again for labels within 5 % of the best. Model = what "
@@ -230,11 +223,10 @@ def markdown(doc: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fast", action="store_true", help="small inputs, few repeats (CI)")
+    ap = study_parser("adaptive_cpu", __doc__.splitlines()[0])
+    ap.add_argument("--fast", action="store_true", help="small inputs, few repeats (CI; also --profile smoke)")
     ap.add_argument("--specs", nargs="*", default=list(SPECS))
     ap.add_argument("--repeats", type=int, default=None)
-    ap.add_argument("--out", type=Path, default=HERE / "results")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--render", type=Path, default=None, help="only re-write the markdown of this JSON")
     ap.add_argument("--db", type=Path, default=None,
@@ -244,12 +236,12 @@ def main(argv: list[str] | None = None) -> int:
         doc = json.loads(args.render.read_text())
         args.render.with_suffix(".md").write_text(markdown(doc))
         return 0
-    scale = "fast" if args.fast else "full"
+    scale = "fast" if args.fast or args.profile == "smoke" else "full"
     repeats = args.repeats or (3 if args.fast else 7)
     kinds = MODEL_KINDS if scale == "full" else ("svm", "tree", "cost")
     db = None if args.db is None else str(args.db.resolve())
     results = []
-    command = "python benchmarks/adaptive_cpu.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.adaptive_cpu.run " + " ".join(argv if argv is not None else sys.argv[1:])
     loads = [os.getloadavg()[0]]
     for name in args.specs:
         results.append(run_spec(name, scale, repeats, not args.no_progress, kinds, db))
@@ -262,19 +254,14 @@ def main(argv: list[str] | None = None) -> int:
 def write(results: list[dict[str, Any]], scale: str, repeats: int, kinds: tuple[str, ...], out: Path,
           command: str = "", load_average: tuple[float, float] | None = None) -> dict:
     """Write JSON, markdown and plot for the specs done so far (a crash later loses nothing)."""
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=HERE, check=False).stdout.strip()
-    except OSError:
-        commit = ""
-    doc = {"scale": scale, "repeats": repeats, "device": cpu_device().to_dict(), "python": platform.python_version(),
-           "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "commit": commit,
-           "models": list(kinds), "command": command.strip(), "load_average": load_average, "results": results}
-    out.mkdir(parents=True, exist_ok=True)
+    device = cpu_device().to_dict()
+    meta = run_metadata(device=device["name"])
+    doc = {"scale": scale, "repeats": repeats, "device": device, "python": meta["python"], "date": meta["date"],
+           "commit": meta["commit"], "models": list(kinds), "command": command.strip(),
+           "load_average": load_average, "results": results, "metadata": meta}
     stem = "adaptive_cpu" if scale == "full" else "adaptive_cpu_fast"
-    (out / f"{stem}.json").write_text(json.dumps(doc, indent=1, allow_nan=True))
-    (out / f"{stem}.md").write_text(markdown(doc))
-    plot(results, out / f"{stem}.png")
+    write_results(out, stem, doc, table=markdown(doc))
+    plot(results, Path(out) / f"{stem}.png")
     return doc
 
 

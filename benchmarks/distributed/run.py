@@ -1,16 +1,19 @@
 """Distributed tuning benchmarks: parallel workers, a shared PostgreSQL store, parallel asks.
 
-    python benchmarks/distributed.py cpu     # this machine: Ray 1 vs 2 PoCL workers, 4 writers PG vs SQLite
-    python benchmarks/distributed.py replay  # auto with 2 asks in flight vs 1 on the recorded spaces
-    python benchmarks/distributed.py gpu     # 2 GPUs: the matmul CUDA problem on 1 vs 2 Ray actors
+    python -m benchmarks.distributed.run cpu     # this machine: Ray 1 vs 2 PoCL workers, 4 writers PG vs SQLite
+    python -m benchmarks.distributed.run replay  # auto with 2 asks in flight vs 1 on the recorded spaces
+    python -m benchmarks.distributed.run gpu     # 2 GPUs: the matmul CUDA problem on 1 vs 2 Ray actors
 
-Every part writes its numbers into benchmarks/results/distributed.json (merged, so parts run on different
-machines share one file) and a line into the markdown summary. A part that fails records its error.
+    python -m benchmarks.distributed.run replay --profile smoke   # seconds: 2 repeats, 20 evaluations
+
+Every part writes its numbers into OUT/distributed.json (default OUT: out/distributed/; merged, so parts run
+on different machines share one file) and a line into the markdown summary; ``report`` rewrites the
+markdown from the JSON. A part that fails records its error. The committed run is
+benchmarks/distributed/results/.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -25,24 +28,14 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
+from benchmarks.harness import git_commit, parse_study_args, study_parser
+
+ROOT = Path(__file__).resolve().parents[2]
 SRC = str(ROOT / "src")
 
 
-def _commit() -> str:
-    env = os.environ.get("ADAPTUNE_COMMIT")
-    if env:
-        return env
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def _host() -> dict:
-    return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": _commit(),
+    return {"date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
             "machine": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs",
             "python": platform.python_version(), "load_average_1min": round(os.getloadavg()[0], 2)}
 
@@ -395,12 +388,11 @@ def write_report(doc: dict, md: Path, png: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------ main
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    ap = study_parser("distributed", __doc__.splitlines()[0])
     ap.add_argument("part", choices=("cpu", "store", "workers", "replay", "gpu", "compile", "report"))
     ap.add_argument("--compile-workers", type=int, default=8, help="compile: CPU-only compile actors")
     ap.add_argument("--backend", default="cuda", help="compile: cuda, or opencl for a PoCL pilot")
-    ap.add_argument("--out", default=str(RESULTS / "distributed.json"))
     ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--max-evals", type=int, default=100)
     ap.add_argument("--jobs", type=int, default=2)
@@ -408,8 +400,8 @@ def main() -> int:
     ap.add_argument("--max-seconds", type=float, default=None,
                     help="gpu: end a run after this long (then the runs measured different sets: see 'capped')")
     ap.add_argument("--local", action="store_true", help="gpu/workers: local threads instead of Ray")
-    args = ap.parse_args()
-    out = Path(args.out)
+    args = parse_study_args(ap, argv, smoke={"repeats": 2, "max_evals": 20, "sample": 10, "jobs": 1})
+    out = Path(args.out) / "distributed.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     if args.part == "report":
         write_report(json.loads(out.read_text()), out.with_suffix(".md"), out.with_suffix(".png"))
@@ -424,7 +416,6 @@ def main() -> int:
                 _merge(out, "store", {"results": data, "lost_rows": sum(v["lost_rows"] for v in pg),
                                       "duplicated_rows": sum(v["duplicated_rows"] for v in pg)})
             elif part == "workers":
-                sys.path.insert(0, str(ROOT / "examples" / "matmul"))
                 from adaptune.tuning.spec_file import load_problem
 
                 problem = load_problem(ROOT / "examples" / "matmul" / "problem.py")

@@ -12,19 +12,18 @@ B. Selection for energy across inputs: the front's configurations (plus the time
    (leave one input out) is compared with one trained with time costs and with the single energy-optimal
    configuration of A, by fraction of the energy oracle.
 
-Writes $OUT (or --out)/energy_h100.{json,md}, energy_h100_pareto.png, energy_h100_t4.json.
+Writes OUT/energy_<device>.{json,md}, energy_<device>_pareto.png, energy_<device>_t4.json (<device>: h100 on
+the H100, pocl for the smoke run; default OUT: out/energy/; the committed run is benchmarks/energy/results/).
 
-    python benchmarks/energy_h100.py [--evals 100] [--repeats 64] [--out DIR]
-    python benchmarks/energy_h100.py --smoke      # PoCL, tiny, no energy (only checks the script runs)
+    python -m benchmarks.energy.run [--evals 100] [--repeats 64] [--out DIR]
+    python -m benchmarks.energy.run --smoke      # PoCL, tiny, no energy (only checks the script runs);
+                                                 # also --profile smoke
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import math
-import os
 import sys
 import time
 import traceback
@@ -32,11 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "examples" / "convolution"))
-
-from adaptune.adaptive.models import fit_model, fraction_of_oracle  # noqa: E402
-from adaptune.adaptive.objectives import (  # noqa: E402
+from adaptune.adaptive.models import fit_model, fraction_of_oracle
+from adaptune.adaptive.objectives import (
     OBJECTIVES,
     energy_vs_time,
     expression_objective,
@@ -44,11 +40,21 @@ from adaptune.adaptive.objectives import (  # noqa: E402
     pareto,
     values,
 )
-from adaptune.measure import Measurer, MeasureSettings  # noqa: E402
-from adaptune.records import Result  # noqa: E402
-from adaptune.report.plots import plot_pareto  # noqa: E402
-from adaptune.store import RecordedSpace, Store, write_t4  # noqa: E402
-from adaptune.tuning import tune  # noqa: E402
+from adaptune.measure import Measurer, MeasureSettings
+from adaptune.records import Result
+from adaptune.report.plots import plot_pareto
+from adaptune.store import RecordedSpace, Store, write_t4
+from adaptune.tuning import tune
+from benchmarks.harness import (
+    device_tag,
+    example_module,
+    parse_study_args,
+    run_metadata,
+    study_parser,
+    write_results,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def log(msg: str) -> None:
@@ -56,14 +62,13 @@ def log(msg: str) -> None:
 
 
 def part_a(args, out: dict, energy) -> list[dict]:  # type: ignore[no-untyped-def]
-    import problem as conv  # examples/convolution/problem.py
-
+    conv = example_module("convolution")
     if args.smoke:
         prob = conv.problem_small
     else:
         prob = conv.make_problem_cuda(4096, 15)
     log(f"A: {prob.name}, {len(prob.space)} valid configurations, {args.evals} random, {args.repeats} repeats")
-    db = Path(args.out) / "energy_h100.db"
+    db = Path(args.out) / f"{args.stem}.db"
     rep = tune(prob, "random", max_evals=args.evals, max_seconds=args.max_seconds, repeats=args.repeats, backend=args.backend, db=str(db),
                seed=1, progress=False, observers=() if args.smoke else ("nvml",), discard_factor=None,
                timeout_s=20.0)
@@ -99,15 +104,15 @@ def part_a(args, out: dict, energy) -> list[dict]:  # type: ignore[no-untyped-de
             f"{100 * cmp['time_cost_fraction']:+.1f} % time")
     edp = values(results, OBJECTIVES["edp"] if not args.smoke else energy)
     a["edp_optimal"] = results[int(np.argmin(edp))].config
-    plot_pareto(results, Path(args.out) / "energy_h100_pareto.png", "time", energy,
+    plot_pareto(results, Path(args.out) / f"{args.stem}_pareto.png", "time", energy,
                 title=f"{prob.name} on {a['device']}: {len(results)} configurations")
     store = Store(db)
     try:
         rec = RecordedSpace.from_store(store)
     finally:
         store.close()
-    write_t4(Path(args.out) / "energy_h100_t4.json", rec)
-    t4 = json.loads((Path(args.out) / "energy_h100_t4.json").read_text())
+    write_t4(Path(args.out) / f"{args.stem}_t4.json", rec)
+    t4 = json.loads((Path(args.out) / f"{args.stem}_t4.json").read_text())
     names = {m["name"] for res in t4["results"] for m in res["measurements"]}
     a["t4_measurement_names"] = sorted(names)
     out["A"] = a
@@ -120,7 +125,7 @@ def part_a(args, out: dict, energy) -> list[dict]:  # type: ignore[no-untyped-de
 
 
 def part_b(args, out: dict, labels: list[dict], energy) -> None:  # type: ignore[no-untyped-def]
-    import problem as conv
+    conv = example_module("convolution")
 
     t_a = out["A"]["time_optimal"]["time_ms"] / 1e3 if out["A"].get("time_optimal") else 1e-3
     size_a, filt_a = (128, 5) if args.smoke else (4096, 15)
@@ -169,7 +174,7 @@ def part_b(args, out: dict, labels: list[dict], energy) -> None:  # type: ignore
     log(f"B: mean fraction of the energy oracle {out['B']['mean_fraction_of_energy_oracle']}")
 
 
-def write_md(out: dict, path: Path) -> None:
+def write_md(out: dict) -> str:
     a, b, m = out.get("A", {}), out.get("B", {}), out["meta"]
     lines = ["# Energy as an objective on the H100", "",
              f"- date {m['date']}, commit {m['commit']}, device {a.get('device', '?')}, took {m['seconds']} s",
@@ -194,7 +199,7 @@ def write_md(out: dict, path: Path) -> None:
                       f"{eo['power_w'] or float('nan'):.1f} |", "",
                       f"Energy saved by the energy-optimal configuration: **{100 * a['energy_saved_fraction']:.1f} %**, "
                       f"at {100 * a['time_cost_fraction']:+.1f} % time. Pareto front: {len(a['pareto_front'])} "
-                      "configurations (energy_h100_pareto.png). T4 export carries: "
+                      f"configurations ({m['stem']}_pareto.png). T4 export carries: "
                       f"{', '.join(a['t4_measurement_names'])}.", ""]
     if b:
         lines += ["## B. Selecting for energy across inputs", "", f"{len(b['inputs'])} inputs x {len(b['labels'])} "
@@ -205,19 +210,19 @@ def write_md(out: dict, path: Path) -> None:
         lines.append("")
     if out.get("errors"):
         lines += ["## Errors", ""] + [f"- {e.splitlines()[-1]}" for e in out["errors"]]
-    path.write_text("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = study_parser("energy", __doc__.splitlines()[0])
     ap.add_argument("--evals", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=64)
-    ap.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "benchmarks" / "results")))
     ap.add_argument("--max-seconds", type=float, default=None, help="time budget of the tuning run (part A)")
     ap.add_argument("--skip-b", action="store_true", help="part A only")
     ap.add_argument("--smoke", action="store_true")
-    args = ap.parse_args()
+    args = parse_study_args(ap, argv, smoke={"smoke": True})
     args.backend = "opencl" if args.smoke else "cuda"
+    args.stem = "energy_pocl" if args.smoke else "energy_h100"
     Path(args.out).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     # smoke (no NVML on a CPU): a stand-in 'energy' of 100 W x time, only to run the code paths
@@ -235,12 +240,19 @@ def main() -> None:
         except Exception:
             out["errors"].append(traceback.format_exc())
             log(out["errors"][-1])
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": os.environ.get("ADAPTUNE_COMMIT", "unknown"),
+    device = out.get("A", {}).get("device")
+    if device and f"energy_{device_tag(device)}" != args.stem:  # e.g. an H200: files name the device it ran on
+        new = f"energy_{device_tag(device)}"
+        for suffix in (".db", "_pareto.png", "_t4.json"):
+            if Path(args.out, args.stem + suffix).exists():
+                Path(args.out, args.stem + suffix).rename(Path(args.out, new + suffix))
+        args.stem = new
+    meta = run_metadata(device=device)
+    out["meta"] = {"date": meta["date"][:10], "commit": meta["commit"], "stem": args.stem,
                    "seconds": round(time.perf_counter() - t0, 1), "smoke": args.smoke,
-                   "command": "python benchmarks/energy_h100.py " + " ".join(sys.argv[1:])}
-    Path(args.out, "energy_h100.json").write_text(json.dumps(out, indent=1, default=str))
-    write_md(out, Path(args.out, "energy_h100.md"))
-    print(Path(args.out, "energy_h100.md").read_text())
+                   "command": "python -m benchmarks.energy.run " + " ".join(sys.argv[1:])}
+    write_results(args.out, args.stem, out, table=write_md(out), metadata=meta)
+    print(Path(args.out, f"{args.stem}.md").read_text())
 
 
 if __name__ == "__main__":

@@ -1,14 +1,16 @@
 """First-call dispatch options on the GPU suite's median test inputs (CUDA): how long until an object's
 features are on the host, as the caller sees it (host wall time), done five ways.
 
-    PYTHONPATH=src python benchmarks/gpu_dispatch_options.py --out DIR spmv:NAME histogram:NAME bfs:NAME
+    python -m benchmarks.gpu_suite.dispatch_options [--out DIR] spmv:NAME histogram:NAME bfs:NAME
 
-NAME is a test input of `gpu_suite.py` (the report's median inputs). Ways: blocking (kernels + copy + sync on
+A diagnostic option of the GPU suite (CUDA only; writes DIR/dispatch_options_<device>.json, default DIR
+out/gpu_suite/; the committed run is benchmarks/gpu_suite/results/gpu_dispatch_options_h100.json).
+NAME is a test input of `benchmarks/gpu_suite/run.py` (the report's median inputs). Ways: blocking (kernels + copy + sync on
 the caller's stream); prefetched on a side stream of normal or highest priority (issue cost at fix time, then
 the wait + finish once the result is needed); each also with the caller's stream busy (a 256 MB copy queued
 first); and, for the histogram only, a CUDA graph of the feature kernel replayed (the SpMV and BFS feature
 kernels take a generation stamp argument that changes every call, so a replayed graph would be wrong). The
-model itself (host only) is what `gpu_suite.py` reports as the host-features dispatch.
+model itself (host only) is what `benchmarks/gpu_suite/run.py` reports as the host-features dispatch.
 """
 
 from __future__ import annotations
@@ -16,16 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from gpu_suite import BENCHES, SETS, Runtime, wall_median_ms  # noqa: E402
-
-from adaptune.kernels import features, inputs  # noqa: E402
+from adaptune.kernels import features, inputs
+from benchmarks.gpu_suite.run import BENCHES, SETS, Runtime, wall_median_ms
+from benchmarks.harness import device_tag, time_host
 
 QUEUED_BYTES = 256 << 20
 
@@ -67,22 +66,22 @@ def measure(rt: Runtime, obj: Any, compute: Any, busy: tuple[Any, Any]) -> dict[
         except Exception as exc:  # recorded, the other ways go on
             out[f"prefetch_{tag}_error"] = repr(exc)[:300]
     out["busy_queued_ms"] = wall_median_ms(lambda: (cp.copyto(dst, src), cp.cuda.Device().synchronize()), 5)
+    def queue_busy_work() -> None:
+        features.forget_features(obj)
+        cp.cuda.Device().synchronize()
+        cp.copyto(dst, src)
+
     for way in ("blocking", "side_normal", "side_high"):
+        def first_call(way: str = way) -> None:
+            if way != "blocking":
+                features.prefetch_features(obj, after_caller=False, high_priority=way == "side_high")
+            compute(obj)
+
         try:
-            samples = []
-            for _ in range(11):
-                features.forget_features(obj)
-                cp.cuda.Device().synchronize()
-                cp.copyto(dst, src)
-                t0 = time.perf_counter()
-                if way != "blocking":
-                    features.prefetch_features(obj, after_caller=False, high_priority=way == "side_high")
-                compute(obj)
-                samples.append((time.perf_counter() - t0) * 1e3)
-                cp.cuda.Device().synchronize()
-            out[f"busy_{way}_ms"] = statistics.median(samples)
+            out[f"busy_{way}_ms"] = 1e3 * time_host(first_call, warmup=0, repeats=11, setup=queue_busy_work)["p50"]
         except Exception as exc:
             out[f"busy_{way}_error"] = repr(exc)[:300]
+        cp.cuda.Device().synchronize()
     return out
 
 
@@ -121,12 +120,13 @@ def histogram_graph(rt: Runtime, d: Any) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_suite.dispatch_options",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("inputs", nargs="+", help="benchmark:input_name")
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", default="out/gpu_suite", help="folder (default out/gpu_suite/)")
     parser.add_argument("--seed", type=int, default=2024)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rt = Runtime("cuda")
     cp = rt.cp
     busy = (cp.zeros(QUEUED_BYTES // 4, cp.float32), cp.zeros(QUEUED_BYTES // 4, cp.float32))
@@ -147,7 +147,7 @@ def main() -> None:
             row = {"input": input_name, "error": repr(exc)[:500]}
         result["inputs"][bench_name] = row
         print(bench_name, json.dumps(row), flush=True)
-        (out / "dispatch_options.json").write_text(json.dumps(result, indent=1))
+        (out / f"dispatch_options_{device_tag(rt.dev.name)}.json").write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Re-analysis of a recorded GPU-suite run (no GPU): the distilled first-call selector and best-fixed two ways.
 
-    PYTHONPATH=src python benchmarks/gpu_suite_reanalysis.py \
-        --raw benchmarks/results/gpu_suite_h100_raw.json \
-        --extra benchmarks/results/gpu_suite_h100_histogram_seed2025_raw.json \
-        --out benchmarks/results --stem gpu_suite_h100_reanalysis
+    python -m benchmarks.gpu_suite.reanalysis [--out DIR]    # the committed H100 raw files -> out/gpu_suite/
+    python -m benchmarks.gpu_suite.reanalysis --no-timing --number 200    # seconds (smoke)
+
+Reads the committed raw runs (``--raw``, ``--extra``); writes DIR/gpu_suite_h100_reanalysis.{json,md} (the
+stem names the device of the recorded run), never over benchmarks/gpu_suite/results/.
 
 For every benchmark of each raw.json (recorded per-variant times of every training and test input):
 1. distils a cost-aware tree over host metadata from the training inputs (``adaptune.kernels.distilled``:
@@ -27,8 +28,6 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import time
 import timeit
 import types
@@ -37,13 +36,13 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from adaptune.adaptive.models import fraction_of_oracle
+from adaptune.kernels import bfs, distilled, histogram, spmv
+from adaptune.kernels.dispatch import DistilledDispatch
+from benchmarks.gpu_suite.run import BENCHES, LIBRARY_DEFAULT, best_fixed_both, cost_matrices
+from benchmarks.harness import device_tag, git_commit, run_metadata, write_results
 
-from gpu_suite import BENCHES, LIBRARY_DEFAULT, best_fixed_both, cost_matrices  # noqa: E402
-
-from adaptune.adaptive.models import fraction_of_oracle  # noqa: E402
-from adaptune.kernels import bfs, distilled, histogram, spmv  # noqa: E402
-from adaptune.kernels.dispatch import DistilledDispatch  # noqa: E402
+RESULTS = Path(__file__).resolve().parent / "results"
 
 _LIBRARY = object()  # stands for the cupyx csr_matrix: the constraint checks only ask whether it is there
 
@@ -205,17 +204,6 @@ def this_host() -> dict[str, Any]:
             "note": "shared 2-core host (4 agents), probably slower than the H100 machine's host"}
 
 
-def git_commit() -> str:
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "src", "benchmarks/*.py"],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return head + ("+uncommitted changes" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def _f(v: float | None, fmt: str = ".4f") -> str:
     return "-" if v is None else format(v, fmt)
 
@@ -293,11 +281,11 @@ def markdown(rep: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--raw", default="benchmarks/results/gpu_suite_h100_raw.json")
-    p.add_argument("--extra", nargs="*", default=["benchmarks/results/gpu_suite_h100_histogram_seed2025_raw.json"])
-    p.add_argument("--out", default="benchmarks/results")
-    p.add_argument("--stem", default="gpu_suite_h100_reanalysis")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_suite.reanalysis", description=__doc__.splitlines()[0])
+    p.add_argument("--raw", default=str(RESULTS / "gpu_suite_h100_raw.json"))
+    p.add_argument("--extra", nargs="*", default=[str(RESULTS / "gpu_suite_h100_histogram_seed2025_raw.json")])
+    p.add_argument("--out", default="out/gpu_suite", help="folder (default out/gpu_suite/)")
+    p.add_argument("--stem", default=None, help="file names (default gpu_suite_<device of --raw>_reanalysis)")
     p.add_argument("--number", type=int, default=20000, help="calls per timing loop")
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--no-timing", action="store_true")
@@ -316,10 +304,9 @@ def main(argv: list[str] | None = None) -> None:
             print(key, name, json.dumps({k: v for k, v in run["benchmarks"][name].items()
                                          if k in ("distilled", "this_host")}, default=str)[:400], flush=True)
         rep["runs"][key] = run
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{args.stem}.json").write_text(json.dumps(rep, indent=1))
-    (out / f"{args.stem}.md").write_text(markdown(rep))
+    first = next(iter(rep["runs"].values()))
+    stem = args.stem or f"gpu_suite_{device_tag(first['device'])}_reanalysis"
+    write_results(args.out, stem, rep, table=markdown(rep), metadata=run_metadata(device="host only (recorded runs)"))
     print(markdown(rep))
 
 

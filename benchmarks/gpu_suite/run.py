@@ -1,8 +1,11 @@
 """Nitro's GPU benchmarks (SpMV, histogram, sort, BFS) on one NVIDIA GPU: label, train, dispatch, evaluate.
 
-    PYTHONPATH=src python benchmarks/gpu_suite.py smoke [--device opencl]   # every kernel vs NumPy/SciPy
-    PYTHONPATH=src python benchmarks/gpu_suite.py run --out DIR [--scale 0.1] [--device opencl]
-    PYTHONPATH=src python benchmarks/gpu_suite.py analyse DIR/raw.json --out DIR  # report, curves, plots (CPU)
+    python -m benchmarks.gpu_suite.run smoke [--device opencl]   # every kernel vs NumPy/SciPy
+    python -m benchmarks.gpu_suite.run run [--out DIR] [--scale 0.1] [--device opencl]   # DIR/raw.json
+    python -m benchmarks.gpu_suite.run analyse DIR/raw.json [--out DIR]  # report, curves, plots (CPU)
+
+Default DIR: out/gpu_suite/. The report is named after the device of the run (gpu_suite_h100.*,
+gpu_suite_pocl.*); the committed rounds are in benchmarks/gpu_suite/results/.
 
 `run` generates every input on the device (CuPy on CUDA; NumPy + PyOpenCL on PoCL, for a pilot of the whole
 pipeline without a GPU), times every variant (CUDA events; wall clock after a sync on OpenCL), checks every
@@ -21,8 +24,6 @@ import datetime as dt
 import json
 import math
 import platform
-import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +34,7 @@ import numpy as np
 
 from adaptune.kernels import bfs, distilled, features, histogram, inputs, sort, spmv
 from adaptune.kernels.dispatch import DistilledDispatch, FeatureTreeDispatch, KeptDispatch
+from benchmarks.harness import device_tag, git_commit, time_device, time_host
 
 LIBRARY_DEFAULT = {"spmv": "cusparse_alg1", "histogram": "cub", "sort": "cub_radix", "bfs": "direction_optimising"}
 OPENCL_DEFAULT = {"spmv": "csr_scalar"}  # no cuSPARSE on PoCL
@@ -63,20 +65,8 @@ class CudaTimer:
         self.cp, self.warmup, self.repeats, self.budget_ms = cp, warmup, repeats, budget_ms
 
     def __call__(self, run: Callable[[], Any]) -> float:
-        cp = self.cp
-        for _ in range(self.warmup):
-            run()
-        samples: list[float] = []
-        for _ in range(self.repeats):
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            samples.append(cp.cuda.get_elapsed_time(start, end))
-            if len(samples) >= 3 and sum(samples) > self.budget_ms:
-                break
-        return statistics.median(samples)
+        s = time_device(run, warmup=self.warmup, repeats=self.repeats, cupy=self.cp, budget_s=self.budget_ms / 1e3)
+        return s["p50"] * 1e3
 
 
 class WallTimer:
@@ -86,16 +76,8 @@ class WallTimer:
         self.dev, self.warmup, self.repeats = dev, warmup, repeats
 
     def __call__(self, run: Callable[[], Any]) -> float:
-        for _ in range(self.warmup):
-            run()
-        self.dev.synchronize()
-        samples = []
-        for _ in range(self.repeats):
-            t0 = time.perf_counter()
-            run()
-            self.dev.synchronize()
-            samples.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(samples)
+        s = time_host(run, warmup=self.warmup, repeats=self.repeats, sync=self.dev.synchronize)
+        return s["p50"] * 1e3
 
 
 class Runtime:
@@ -134,25 +116,12 @@ class Runtime:
 
 def wall_median_ms(fn: Callable[[], Any], repeats: int = 25) -> float:
     """Host wall time of fn (which must end in a host sync when it launches device work)."""
-    fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+    return time_host(fn, warmup=1, repeats=repeats)["p50"] * 1e3
 
 
 def loop_ms(fn: Callable[[], Any], calls: int = 2000, repeats: int = 5) -> float:
     """Per-call host time of a cheap call (no device work), median over `repeats` loops of `calls` calls."""
-    fn()
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - t0) * 1e3 / calls)
-    return statistics.median(samples)
+    return time_host(fn, warmup=1, repeats=repeats, number=calls)["p50"] * 1e3
 
 
 def copy_bandwidth_gbs(rt: Runtime, nbytes: int = 2 << 30) -> float:
@@ -468,43 +437,33 @@ def first_call_options(bench: Bench, args: tuple[Any, ...], cv: Any) -> dict[str
         features.prefetch_features(obj)
 
     out["dispatch_prefetch_issue_ms"] = wall_median_ms(issue, repeats=11)
-    samples = []
-    for _ in range(11):
+
+    def issue_and_wait() -> None:
         issue()
         pending = obj.extra[next(k for k in obj.extra if isinstance(k, tuple) and k[0] == "pending")]
         while not pending.ready():
             pass
-        t0 = time.perf_counter()
-        cv.select(*args)
-        samples.append((time.perf_counter() - t0) * 1e3)
-    out["dispatch_prefetch_ready_ms"] = statistics.median(samples)
+
+    out["dispatch_prefetch_ready_ms"] = 1e3 * time_host(lambda: cv.select(*args), warmup=0, repeats=11,
+                                                        setup=issue_and_wait)["p50"]
     if "busy" not in _BUSY:
         _BUSY["busy"] = (cp.zeros(QUEUED_BYTES // 4, cp.float32), cp.zeros(QUEUED_BYTES // 4, cp.float32))
     src, dst = _BUSY["busy"]
     queued_ms = CudaTimer(cp, warmup=1, repeats=3)(lambda: cp.copyto(dst, src))
 
-    def busy_blocking() -> None:
-        bench.forget(*args)
-        cp.copyto(dst, src)
-        t0 = time.perf_counter()
-        cv.select(*args)
-        samples.append((time.perf_counter() - t0) * 1e3)
+    def queue_busy_work() -> None:
         cp.cuda.get_current_stream().synchronize()
-
-    def busy_side() -> None:
         bench.forget(*args)
         cp.copyto(dst, src)
-        t0 = time.perf_counter()
+
+    def side_stream_select() -> None:
         features.prefetch_features(obj, after_caller=False)
         cv.select(*args)
-        samples.append((time.perf_counter() - t0) * 1e3)
-        cp.cuda.get_current_stream().synchronize()
 
-    for name, fn in (("dispatch_busy_blocking_ms", busy_blocking), ("dispatch_busy_side_stream_ms", busy_side)):
-        samples = []
-        for _ in range(7):
-            fn()
-        out[name] = statistics.median(samples)
+    for name, fn in (("dispatch_busy_blocking_ms", lambda: cv.select(*args)),
+                     ("dispatch_busy_side_stream_ms", side_stream_select)):
+        out[name] = 1e3 * time_host(fn, warmup=0, repeats=7, setup=queue_busy_work)["p50"]
+    cp.cuda.get_current_stream().synchronize()
     out["busy_queued_ms"] = queued_ms
     return out
 
@@ -599,14 +558,6 @@ def device_description(rt: Runtime) -> dict[str, Any]:
             "l2_bytes": int(props["l2CacheSize"]), "memory_bytes": int(props["totalGlobalMem"]),
             "cuda_runtime": int(cp.cuda.runtime.runtimeGetVersion()),
             "driver": int(cp.cuda.runtime.driverGetVersion()), "cupy": cp.__version__}
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def cmd_run(args: argparse.Namespace) -> None:
@@ -1026,7 +977,7 @@ def cmd_analyse(args: argparse.Namespace) -> None:
     report["not_completed"] = sorted(set(raw["benchmarks"]) - set(done)) + sorted(raw.get("errors", {}))
     report["errors"] = raw.get("errors", {})
     report["benchmarks"] = summary
-    stem = args.stem
+    stem = args.stem or f"gpu_suite_{device_tag(raw['device']['name'])}"
     (out / f"{stem}.json").write_text(json.dumps(report, indent=1))
     text = markdown(report, stem)
     if args.previous:
@@ -1238,7 +1189,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", choices=("cuda", "opencl"), default="cuda")
     p.set_defaults(fn=cmd_smoke)
     p = sub.add_parser("run", help="measure, train and dispatch on the GPU; writes OUT/raw.json")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", default="out/gpu_suite", help="folder (default out/gpu_suite/)")
     p.add_argument("--scale", type=float, default=1.0, help="multiply the number of inputs (pilot: 0.1)")
     p.add_argument("--seed", type=int, default=2024)
     p.add_argument("--benchmarks", nargs="+", default=list(BENCHES), choices=list(BENCHES))
@@ -1250,8 +1201,8 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("analyse", help="report, learning curves and plots from raw.json (CPU only)")
     p.add_argument("raw")
-    p.add_argument("--out", required=True)
-    p.add_argument("--stem", default="gpu_suite_h100")
+    p.add_argument("--out", default="out/gpu_suite", help="folder (default out/gpu_suite/)")
+    p.add_argument("--stem", default=None, help="file names (default gpu_suite_<device>: gpu_suite_h100, ...)")
     p.add_argument("--jobs", type=int, default=3)
     p.add_argument("--no-curves", action="store_true")
     p.add_argument("--previous", default=None, help="an earlier report (markdown) to append for comparison")

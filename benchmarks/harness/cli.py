@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 PROFILES = ("smoke", "regular", "large")
 
@@ -36,3 +38,26 @@ def output_stem(study: str, device: str) -> str:
     """A file stem naming the device a result was measured on, e.g. ``gpu_suite_h100``."""
     slug = re.sub(r"[^a-z0-9]+", "_", device.lower()).strip("_") or "unknown"
     return f"{study}_{slug}"
+
+
+def parse_study_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None, *,
+                     smoke: Mapping[str, Any] | None = None) -> argparse.Namespace:
+    """Parse, then give every option the user left at its default its ``smoke`` value under ``--profile smoke``."""
+    args = parser.parse_args(argv)
+    if getattr(args, "profile", None) == "smoke":
+        for key, value in (smoke or {}).items():
+            if getattr(args, key) == parser.get_default(key):
+                setattr(args, key, value)
+    return args
+
+
+_KNOWN_DEVICES = re.compile(r"(h100|h200|a100|a4000|a6000|t4|l4|l40s?|v100|mi250x|mi300x|w6600|w7800)")
+
+
+def device_tag(device: str) -> str:
+    """A short name for file names: ``NVIDIA H100 80GB HBM3`` -> ``h100``; PoCL / a CPU -> ``pocl``."""
+    name = device.lower()
+    if "pocl" in name or "pthread" in name or name in ("opencl", "cpu") or name.startswith("cpu"):
+        return "pocl"
+    found = _KNOWN_DEVICES.search(name.replace(" ", ""))
+    return found.group(1) if found else (re.sub(r"[^a-z0-9]+", "_", name).strip("_") or "unknown")

@@ -36,7 +36,8 @@ def write_results(out_dir: str | Path, name: str, data: Mapping[str, Any], *,
     """Write ``out_dir/name.json`` and ``out_dir/name.md``; return the JSON path.
 
     The JSON is ``data`` with a ``metadata`` record (:func:`run_metadata` unless given or already in
-    ``data``). ``table`` is rows for :func:`markdown_table` or ready markdown.
+    ``data``). ``table`` is rows for :func:`markdown_table` or ready markdown (a study's own report:
+    when it starts with a ``# `` heading and no ``title`` is given, that heading is kept).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -45,12 +46,28 @@ def write_results(out_dir: str | Path, name: str, data: Mapping[str, Any], *,
     path = out / f"{name}.json"
     path.write_text(json.dumps(doc, indent=1, default=str) + "\n")
     meta = doc["metadata"]
-    parts = [f"# {title or name}", "",
-             f"Commit {meta.get('commit', '?')}, {meta.get('date', '?')}, host {meta.get('host', '?')}"
-             + (f", device {meta['device']}" if meta.get("device") else "") + ".", ""]
-    if table is not None:
-        parts.append(table if isinstance(table, str) else markdown_table(table))
+    provenance = (f"Commit {meta.get('commit', '?')}, {meta.get('date', '?')}, host {meta.get('host', '?')}"
+                  + (f", device {meta['device']}" if meta.get("device") else "") + ".")
+    body = table if isinstance(table, str) else markdown_table(table or [])
+    if not title and body.startswith("# "):  # a finished report: keep its own title
+        heading, _, rest = body.partition("\n")
+        parts = [heading, "", provenance, rest]
+    else:
+        parts = [f"# {title or name}", "", provenance, "", body]
     if notes:
         parts += ["", notes.strip(), ""]
     (out / f"{name}.md").write_text("\n".join(parts).rstrip() + "\n")
+    return path
+
+
+def finish_study(out_dir: str | Path, name: str, data: dict[str, Any], *, markdown: Any, plot: Any = None,
+                 meta: Mapping[str, Any] | None = None) -> Path:
+    """The end of a study's run: ``data["meta"] = meta``, JSON + markdown (``markdown(data)``), the chart
+    (``plot(data, png_path)``) and the report on stdout. Returns the JSON path."""
+    if meta is not None:
+        data["meta"] = dict(meta)
+    path = write_results(out_dir, name, data, table=markdown(data))
+    if plot is not None:
+        plot(data, path.with_suffix(".png"))
+    print(path.with_suffix(".md").read_text())
     return path

@@ -6,12 +6,11 @@ seconds (p50/p10/p90/min/max) with the raw samples, so every study reports sprea
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-
-from adaptune.measure.timing import time_callable
 
 
 def summarize(samples_s: Sequence[float]) -> dict:
@@ -25,35 +24,56 @@ def summarize(samples_s: Sequence[float]) -> dict:
 
 
 def time_host(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 7, number: int = 1,
-              sync: Callable[[], Any] | None = None) -> dict:
+              sync: Callable[[], Any] | None = None, budget_s: float | None = None,
+              setup: Callable[[], Any] | None = None) -> dict:
     """Wall time of ``fn()`` in seconds per call.
 
     ``sync`` runs inside the timed region (e.g. a device synchronize) so asynchronous work counts;
-    ``number`` calls per sample time cheap calls (a dispatch of a few microseconds) above clock noise.
+    ``number`` calls per sample time cheap calls (a dispatch of a few microseconds) above clock noise;
+    ``budget_s`` stops after 3 samples once the samples add up to that long (slow calls); ``setup`` runs
+    before every sample, outside the timed region (e.g. drop a cached result so each sample is a first call).
     """
     if repeats < 1 or number < 1:
         raise ValueError("repeats and number must be at least 1")
 
-    def batch() -> None:
+    def sample() -> float:
+        if setup is not None:
+            setup()
+        t0 = time.perf_counter_ns()
         for _ in range(number):
             fn()
+        if sync is not None:
+            sync()
+        return (time.perf_counter_ns() - t0) * 1e-9 / number
 
-    samples_ms = time_callable(batch, repeats=repeats, warmup=warmup, sync=sync)
-    return summarize([ms * 1e-3 / number for ms in samples_ms])
+    for _ in range(warmup):
+        sample()
+    return summarize(_collect(sample, repeats, budget_s))
 
 
-def time_device(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 7, cupy: Any = None) -> dict:
+def time_device(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 7, cupy: Any = None,
+                budget_s: float | None = None) -> dict:
     """GPU time of ``fn()`` in seconds, between CUDA events on the current stream (needs CuPy)."""
     if cupy is None:
         import cupy  # optional: only GPU studies time with events
     for _ in range(warmup):
         fn()
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    samples = []
-    for _ in range(repeats):
+
+    def sample() -> float:
         start.record()
         fn()
         stop.record()
         stop.synchronize()
-        samples.append(cupy.cuda.get_elapsed_time(start, stop) * 1e-3)
-    return summarize(samples)
+        return cupy.cuda.get_elapsed_time(start, stop) * 1e-3
+
+    return summarize(_collect(sample, repeats, budget_s))
+
+
+def _collect(sample: Callable[[], float], repeats: int, budget_s: float | None) -> list[float]:
+    samples: list[float] = []
+    for _ in range(repeats):
+        samples.append(sample())
+        if budget_s is not None and len(samples) >= 3 and sum(samples) > budget_s:
+            break
+    return samples

@@ -1,23 +1,21 @@
 """Benchpress-style benchmarks of adaptune.numpy (seed 002): generated fused kernels against the peers.
 
-    PYTHONPATH=src python benchmarks/lang_bench.py --device cuda --out DIR      # H100: CuPy, fuse, JAX, CUDA
-    PYTHONPATH=src python benchmarks/lang_bench.py --device opencl --out DIR    # PoCL: against NumPy
+    python -m benchmarks.lang.run --device cuda --out DIR      # H100: CuPy, fuse, JAX, CUDA
+    python -m benchmarks.lang.run --device opencl              # PoCL: against NumPy -> out/lang/
+    python -m benchmarks.lang.run --profile smoke              # PoCL, heat + Black-Scholes + overhead, 1 repeat
 
 Per benchmark: milliseconds per iteration (median of ``--repeats`` timed runs of ``--iters`` iterations,
 min and max kept), GB/s (bytes a perfect kernel must move / time), kernels launched per iteration by
 adaptune (from the flush statistics), and the largest difference from the reference result. Results go
-to ``DIR/lang_<h100|pocl>.json`` as each part finishes (a failing part is recorded, the rest still run).
+to ``DIR/lang_<device>.json`` (h100, h200, pocl, ...) as each part finishes (a failing part is recorded, the rest still run).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -32,23 +30,17 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares th
 import adaptune.numpy as anp  # noqa: E402
 from adaptune.lang import session as lang_session  # noqa: E402
 from adaptune.lang.runtime import Runtime  # noqa: E402
+from benchmarks.harness import device_tag, git_commit, parse_study_args, study_parser, time_host  # noqa: E402
 
 R, V = 0.02, 0.30  # Black-Scholes rate and volatility
+SMOKE = {"device": "opencl", "parts": "heat,black_scholes,overhead", "repeats": 1}
 
 
 def timed(step: Callable[[], Any], sync: Callable[[], None], iters: int, repeats: int,
-          warmup: int = 3) -> dict[str, float]:
-    for _ in range(warmup):
-        step()
-    sync()
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            step()
-        sync()
-        runs.append((time.perf_counter() - t0) * 1e3 / iters)
-    return {"ms": statistics.median(runs), "min_ms": min(runs), "max_ms": max(runs)}
+          warmup: int = 1) -> dict[str, float]:
+    """ms per iteration: median (min, max) of ``repeats`` timed runs of ``iters`` iterations."""
+    s = time_host(step, warmup=warmup, repeats=repeats, number=iters, sync=sync)
+    return {"ms": s["p50"] * 1e3, "min_ms": s["min"] * 1e3, "max_ms": s["max"] * 1e3}
 
 
 class Peers:
@@ -787,15 +779,14 @@ def plot(res: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = study_parser("lang", __doc__.splitlines()[0])
     ap.add_argument("--device", choices=("cuda", "opencl"), default=None)
-    ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--parts", default="heat,black_scholes,shallow_water,nbody,reductions,overhead,variants,tune")
     ap.add_argument("--tune-db", default=None, help="Store for the reduction and work-group tuning")
     ap.add_argument("--report", default=None, help="write the markdown report of this results JSON and exit")
     ap.add_argument("--previous", default=None, help="an earlier results JSON, summarised next to this run")
-    args = ap.parse_args(argv)
+    args = parse_study_args(ap, argv, smoke=SMOKE)
     if args.report:
         src = Path(args.report)
         data = json.loads(src.read_text())
@@ -808,15 +799,9 @@ def main(argv: list[str] | None = None) -> int:
     big = runtime.kind == "cuda"
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tag = "h100" if big and "H100" in runtime.name else ("cuda" if big else "pocl")
-    path = out_dir / f"lang_{tag}.json"
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                cwd=Path(__file__).parent).stdout.strip()
-    except OSError:
-        commit = ""
+    path = out_dir / f"lang_{device_tag(runtime.name if big else 'pocl')}.json"
     res: dict[str, Any] = {"device": runtime.name, "kind": runtime.kind, "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                           time.gmtime()), "commit": os.environ.get("ADAPTUNE_COMMIT", commit),
+                           time.gmtime()), "commit": git_commit(),
                            "python": platform.python_version(), "numpy": np.__version__,
                            "repeats": args.repeats}
     if peers.cp is not None:

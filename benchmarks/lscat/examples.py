@@ -1,11 +1,11 @@
 """Measure the examples' CUDA spaces on a GPU for the launch_config evaluation (runs on the device).
 
-    python benchmarks/lscat_examples.py --out $OUT/examples.json [--sample 120]
+    python -m benchmarks.lscat.examples --out $OUT/examples.json [--sample 120]
 
 For each example (vector_add, matmul, convolution, reduction) it times (a) a seeded random sample of the
 CUDA space plus its default, whose best stands for the tuned optimum, and (b) the default configuration
 with every block shape the space allows, so any predicted first configuration can be scored offline
-against the optimum (benchmarks/lscat_train.py). Reuses examples/check_cuda.py's problem set-up and
+against the optimum (benchmarks/lscat/run.py). Reuses examples/check_cuda.py's problem set-up and
 correctness checks; each time is the median of ``--repeats`` launches after a warm-up (CUDA events).
 
 check_cuda's checks expect the state after exactly two launches (warm-up + timed): the reduction with
@@ -18,29 +18,19 @@ check sees what it expects.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from adaptune.space import Space
+from benchmarks.harness import example_module
 
-from adaptune.space import Space  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 BLOCK_NAMES = ("block_size_x", "block_size_y")
-
-
-def _load_check_cuda() -> Any:
-    spec = importlib.util.spec_from_file_location("check_cuda", ROOT / "examples" / "check_cuda.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def default_config(space: Space, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -68,16 +58,16 @@ def configs_for(space: Space, sample: int, seed: int, defaults: dict[str, Any]) 
     return [default, *(c for c in out.values() if c != default)]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--sample", type=int, default=120)
     ap.add_argument("--deadline-s", type=float, default=150.0)
     ap.add_argument("--repeats", type=int, default=20, help="timed launches a configuration (median)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     import cupy as cp
 
-    cc = _load_check_cuda()
+    cc = example_module("check_cuda")
     t0 = time.time()
 
     def timed_launch(cp_: Any, example: str, name: str, defines: dict[str, int], grid: tuple[int, ...],

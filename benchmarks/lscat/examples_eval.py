@@ -1,8 +1,8 @@
 """Score launch_config's first configuration on the examples against their tuned optimum (H100 times).
 
-    python benchmarks/lscat_examples_eval.py [--times data/lscat_h100/examples_h100.json]
+    python -m benchmarks.lscat.examples_eval [--times data/lscat_h100/examples_h100.json]
 
-Offline: the times come from benchmarks/lscat_examples.py on the device (a random sample of each CUDA
+Offline: the times come from benchmarks/lscat/examples.py on the device (a random sample of each CUDA
 space plus the default with every block shape). For each example the predicted shape becomes a
 configuration through adaptune.predict.first_config (other parameters at the example's defaults) and is
 scored as best_time / its_time (1.0 = the optimum found). Baselines: the example's own default, the
@@ -15,14 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from adaptune.predict import first_config, launch_config
+from adaptune.space import Space
 
-from adaptune.predict import first_config, launch_config  # noqa: E402
-from adaptune.space import Space  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 KERNELS = {"vector_add": ("vector_add", 1_000_003), "matmul": ("matmul_kernel", 512 * 512),
            "convolution": ("convolution_kernel", 512 * 512), "reduction": ("sum_floats", 2**22 + 3)}
@@ -33,11 +31,12 @@ def _ratio(times: dict[str, float], best: float, config: dict) -> float | None:
     return None if t is None else best / t
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--times", default=str(ROOT / "data" / "lscat_h100" / "examples_h100.json"))
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lscat_examples_h100.json"))
-    a = ap.parse_args()
+    ap.add_argument("--out", default="out/lscat/lscat_examples_h100.json", help="default out/lscat/lscat_examples_h100.json (never the committed results)")
+    a = ap.parse_args(argv)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     data = json.loads(Path(a.times).read_text())
     out: dict = {"device": data.get("device"), "examples": {}}
     for ex, (name, elements) in KERNELS.items():

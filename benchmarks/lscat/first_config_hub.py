@@ -1,6 +1,6 @@
 """First configuration on an independent test: the recorded convolution spaces of six other GPUs.
 
-    python benchmarks/lscat_first_config_hub.py [--out benchmarks/results/lscat_first_config_hub.json]
+    python -m benchmarks.lscat.first_config_hub [--out benchmarks/lscat/results/lscat_first_config_hub.json]
 
 ``data/benchmark_hub/convolution_milo/`` holds Kernel Tuner caches of one convolution kernel (4096x4096
 image, 15x15 filter; block_size_x/y, tile_size_x/y, read_only, use_padding, use_shmem) timed on A100,
@@ -21,20 +21,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from adaptune.predict import corpus
+from adaptune.predict.predictor import first_config, shape_scores
+from adaptune.predict.prior import space_prior
+from adaptune.search.base import Budget
+from adaptune.search.replay import Replay
 
-from adaptune.predict import corpus  # noqa: E402
-from adaptune.predict.predictor import first_config, shape_scores  # noqa: E402
-from adaptune.predict.prior import space_prior  # noqa: E402
-from adaptune.search.base import Budget  # noqa: E402
-from adaptune.search.replay import Replay  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 GPUS = ("A100", "A4000", "A6000", "MI250X", "W6600", "W7800")
 HUB = ROOT / "data" / "benchmark_hub" / "convolution_milo"
@@ -86,15 +84,16 @@ def search(rp: Replay, perf: np.ndarray, two_d: bool, seeds: int, budget: int) -
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lscat_first_config_hub.json"))
+    ap.add_argument("--out", default="out/lscat/lscat_first_config_hub.json", help="default out/lscat/lscat_first_config_hub.json (never the committed results)")
     ap.add_argument("--use-ptx", choices=("auto", "yes", "no"), default="no",
                     help="PTX features need NVRTC; 'no' keeps the result the same on every host")
     ap.add_argument("--search-seeds", type=int, default=0,
                     help="also run warm (with each prior), auto and random for this many seeds")
     ap.add_argument("--budget", type=int, default=40)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     source = (ROOT / "examples" / "convolution" / "kernel.cu").read_text()
     use_ptx = {"auto": None, "yes": True, "no": False}[a.use_ptx]
     out: dict = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "use_ptx": a.use_ptx,

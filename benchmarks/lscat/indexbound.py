@@ -1,7 +1,7 @@
 """Static check of adaptune.predict.indexbound over the LS-CAT working set against the recorded crashes.
 
-    python benchmarks/lscat_indexbound.py [--work data/lscat_work] [--size 240]
-        [--out benchmarks/results/lscat_indexbound.json]
+    python -m benchmarks.lscat.indexbound [--work data/lscat_work] [--size 240]
+        [--out benchmarks/lscat/results/lscat_indexbound.json]
 
 For every working-set kernel it bounds the highest index of each pointer parameter at matrix size
 ``--size`` (most recorded crashes happened at 240) and compares it with the buffer the kernel got
@@ -19,14 +19,12 @@ import argparse
 import collections
 import csv
 import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from adaptune.predict import corpus, indexbound
 
-from adaptune.predict import corpus, indexbound  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def status_class(rec: dict | None) -> str:
@@ -39,13 +37,14 @@ def status_class(rec: dict | None) -> str:
     return st
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", default=str(ROOT / "data" / "lscat_work"))
     ap.add_argument("--kernels", default=str(ROOT / "data" / "lscat_h100" / "kernels.csv"))
     ap.add_argument("--size", type=int, default=240)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lscat_indexbound.json"))
-    a = ap.parse_args()
+    ap.add_argument("--out", default="out/lscat/lscat_indexbound.json", help="default out/lscat/lscat_indexbound.json (never the committed results)")
+    a = ap.parse_args(argv)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     with open(a.kernels, newline="") as fh:
         recs = {r["kernel"]: r for r in csv.DictReader(fh)}
     t0 = time.time()

@@ -1,6 +1,6 @@
 """Measure the LS-CAT working set on a CUDA device: 20 block shapes x several matrix sizes per kernel.
 
-    python benchmarks/lscat_run.py --work data/lscat_work --out $OUT --sizes 240,1016,2024 --deadline-s 420
+    python -m benchmarks.lscat.measure --work data/lscat_work --out $OUT --sizes 240,1016,2024 --deadline-s 420
 
 NVRTC compiles cubins in a process pool (all cores) while one measuring worker process runs kernels one
 at a time (so timings never share the GPU). A crashed CUDA context (out-of-bounds access) or a hang
@@ -18,14 +18,11 @@ import json
 import multiprocessing as mp
 import os
 import shutil
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from adaptune.predict import harness  # noqa: E402
+from adaptune.predict import harness
 
 ROW_FIELDS = ["kernel", "size", "bx", "by", "time_us", "status", "time2_us"]
 KERNEL_FIELDS = ["kernel", "repo", "function", "two_d", "status", "error", "occ_block", "num_regs",
@@ -123,10 +120,11 @@ class Workers:
                 proc.kill()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--work", default="data/lscat_work")
-    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "out/lscat"), "run"),
+                    help="folder (default $OUT/run, or out/lscat/run)")
     ap.add_argument("--sizes", default="240,1016,2024")
     ap.add_argument("--deadline-s", type=float, default=420.0, help="stop starting kernels after this long")
     ap.add_argument("--kernel-timeout-s", type=float, default=3.0)
@@ -143,7 +141,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=3, help="batches of back-to-back launches a measurement (median)")
     ap.add_argument("--batch-us", type=float, default=50.0, help="about this long a batch (at most 20 launches)")
     ap.add_argument("--standbys", type=int, default=6, help="warm measuring workers waiting for a crash")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     t0 = time.time()
     sizes = [int(s) for s in a.sizes.split(",")]
     out = Path(a.out)

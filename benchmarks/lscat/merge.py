@@ -1,6 +1,6 @@
-"""Merge one device run of benchmarks/lscat_run.py into the committed table data/lscat_h100/.
+"""Merge one device run of benchmarks/lscat/measure.py into the committed table data/lscat_h100/.
 
-    python benchmarks/lscat_merge.py --run /work/.device/4/run3 --run-id 3 [--data data/lscat_h100]
+    python -m benchmarks.lscat.merge --run OUT/run3 --run-id 3 [--data data/lscat_h100]   # OUT: the device run's folder
 
 Appends the run's rows (column ``run`` = run id; ``time2_us`` is the second interleaved sweep, empty for
 runs that timed each shape once) and kernel records, and adds the run's summary to run_summary.json.
@@ -19,13 +19,13 @@ from pathlib import Path
 ROW_FIELDS = ["kernel", "size", "bx", "by", "time_us", "status", "run", "time2_us"]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", required=True,
                     help="folder with kernels.csv, lscat_h100_rows.csv.gz (or rows.csv.gz), run_summary.json")
     ap.add_argument("--run-id", required=True, type=int)
     ap.add_argument("--data", default="data/lscat_h100")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     run, data = Path(a.run), Path(a.data)
     with open(data / "kernels.csv", newline="") as fh:
         old_k = list(csv.DictReader(fh))

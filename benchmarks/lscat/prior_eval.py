@@ -1,8 +1,8 @@
 """The launch-configuration model as a search prior: evaluations to 0.95 of the optimum, with and without.
 
-    python benchmarks/lscat_prior_eval.py [--times data/lscat_h100/examples_h100.json] [--seeds 20]
+    python -m benchmarks.lscat.prior_eval [--times data/lscat_h100/examples_h100.json] [--seeds 20]
 
-Offline, on recorded H100 times (benchmarks/lscat_examples.py: for each example a random sample of its
+Offline, on recorded H100 times (benchmarks/lscat/examples.py: for each example a random sample of its
 CUDA space, its default, and the default with every block shape). Each example becomes a replayed space
 whose valid configurations are exactly the timed ones (adaptune.search.replay.Replay), so a strategy can
 only ask what was measured. Strategies: ``warm`` with the model's prior (block-shape ranking + the
@@ -18,21 +18,19 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from adaptune.predict import corpus
+from adaptune.predict.predictor import first_config, shape_scores
+from adaptune.predict.prior import space_prior
+from adaptune.search.base import Budget
+from adaptune.search.replay import Replay
+from adaptune.space import Space
 
-from adaptune.predict import corpus  # noqa: E402
-from adaptune.predict.predictor import first_config, shape_scores  # noqa: E402
-from adaptune.predict.prior import space_prior  # noqa: E402
-from adaptune.search.base import Budget  # noqa: E402
-from adaptune.search.replay import Replay  # noqa: E402
-from adaptune.space import Space  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 KERNELS = {"vector_add": ("vector_add", 1_000_003), "matmul": ("matmul_kernel", 512 * 512),
            "convolution": ("convolution_kernel", 512 * 512), "reduction": ("sum_floats", 2**22 + 3)}
@@ -59,18 +57,19 @@ def evals_to(trace_values: np.ndarray, optimum: float, frac: float) -> int | Non
     return int(hit[0]) + 1 if len(hit) else None
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--times", default=str(ROOT / "data" / "lscat_h100" / "examples_h100.json"))
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lscat_prior_h100.json"))
+    ap.add_argument("--out", default="out/lscat/lscat_prior_h100.json", help="default out/lscat/lscat_prior_h100.json (never the committed results)")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--budget", type=int, default=60)
     ap.add_argument("--frac", type=float, default=0.95)
     ap.add_argument("--candidates", choices=("timed", "checked"), default="timed",
                     help="timed: every timed configuration (round 2's definition); checked: only those whose "
                          "result passed the example's check (reduction's use_atomics=1 rows failed it, see "
-                         "benchmarks/lscat_examples.py)")
-    a = ap.parse_args()
+                         "benchmarks/lscat/examples.py)")
+    a = ap.parse_args(argv)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     data = json.loads(Path(a.times).read_text())
     out: dict = {"device": data.get("device"), "seeds": a.seeds, "budget": a.budget, "frac": a.frac,
                  "candidates": a.candidates,

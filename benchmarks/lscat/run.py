@@ -1,33 +1,33 @@
 """Scores on the LS-CAT H100 table: the seed's metric for baselines and models, grouped CV over seeds.
 
-    python benchmarks/lscat_train.py [--data data/lscat_h100] [--work data/lscat_work] [--seeds 5]
-    python benchmarks/lscat_train.py --kinds seq --merge     # token-sequence model (needs torch, the corpus)
+    python -m benchmarks.lscat.run [--data data/lscat_h100] [--seeds 5] [--out DIR]
+    python -m benchmarks.lscat.run --profile smoke          # 2 seeds, source features only (about a minute)
+    python -m benchmarks.lscat.run --kinds seq --merge     # token-sequence model (needs torch, the corpus)
 
-Writes benchmarks/results/lscat_h100.json (+ .md, .png). With --work it first (re)computes the kernel
-features (source + PTX) from the git-ignored working set into data/lscat_h100/features.csv.gz, which is
-committed so the scores can be recomputed without the corpus.
+Writes OUT/lscat_h100.json (+ .md, .png; default OUT: out/lscat/, the table was measured on an H100); the
+committed run is benchmarks/lscat/results/. With --work it first (re)computes the kernel features
+(source + PTX) from the git-ignored working set (benchmarks.lscat.workset) into
+data/lscat_h100/features.csv.gz, which is committed so the scores can be recomputed without the corpus.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import gzip
 import json
 import math
-import platform
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from adaptune.adaptive.device_features import cpu_device
+from adaptune.predict import corpus, features, metric, model, sequence
+from benchmarks.harness import git_commit, parse_study_args, study_parser
 
-from adaptune.predict import corpus, features, metric, model, sequence  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 
 
 def _read_csv(path: Path) -> dict[str, dict[str, str]]:
@@ -274,16 +274,6 @@ Noise then: twin shapes differ by a median of 2.5 % (p90 14.5 %); oracle via twi
 """
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def score_sequence(s: model.Samples, groups: np.ndarray, texts: dict[str, str], seeds: int,
                    cfg: sequence.SeqConfig, on_seed=None) -> tuple[dict, list[np.ndarray]]:
     """The token-sequence model on the forests' folds and seeds (``model.group_folds``), one torch thread.
@@ -304,7 +294,7 @@ def score_sequence(s: model.Samples, groups: np.ndarray, texts: dict[str, str], 
                      "score_most_common": metric.score(s.perf, common), "seconds": time.time() - t1})
         summary = {k: _mean_sd([r[k] for r in runs]) for k in runs[0]}
         summary.update({"per_seed": [r["score_model"] for r in runs], "seeds_done": len(runs),
-                        "wall_s": time.time() - t0, "cpu": _cpu_name(), "torch_threads": torch.get_num_threads(),
+                        "wall_s": time.time() - t0, "cpu": cpu_device().name, "torch_threads": torch.get_num_threads(),
                         "torch": torch.__version__, "config": dataclasses.asdict(cfg),
                         "n_tokens_median": float(np.median([len(v) for v in tokens.values()])),
                         "share_truncated": float(np.mean([len(v) > cfg.max_len for v in tokens.values()]))})
@@ -323,14 +313,6 @@ def merge_sequence(res: dict, summary: dict, commit: str, out: Path) -> None:
                              "measured_on": "this session's shared 2-core CPU host (torch CPU, 1 thread)"}
     out.with_suffix(".json").write_text(json.dumps(res, indent=1))
     write_report(res, out)
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return ""
 
 
 def write_report(res: dict, out: Path) -> None:
@@ -447,8 +429,8 @@ def write_report(res: dict, out: Path) -> None:
         pass
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = study_parser("lscat", __doc__.splitlines()[0])
     ap.add_argument("--data", default=str(ROOT / "data" / "lscat_h100"))
     ap.add_argument("--work", default="", help="working set to (re)compute features from")
     ap.add_argument("--report-only", action="store_true", help="rewrite the .md/.png from the existing .json")
@@ -456,7 +438,6 @@ def main() -> None:
                     help="rewrite the attr_ feature columns from kernels.csv (after a merge) before scoring")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=1, help="forest threads (1 on a shared host)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lscat_h100"))
     ap.add_argument("--kinds", default="forest", help="forest, extra, seq (token-sequence model, needs torch)")
     ap.add_argument("--merge", action="store_true",
                     help="with --kinds seq: add the sequence model to the existing JSON, keep the forests' scores")
@@ -466,7 +447,9 @@ def main() -> None:
     ap.add_argument("--sets", default=",".join(FEATURE_SETS), help="feature sets to score")
     ap.add_argument("--all-kernels", dest="only_clean", action="store_false",
                     help="also use complete sizes of kernels that faulted at a larger size")
-    a = ap.parse_args()
+    a = parse_study_args(ap, argv, smoke={"seeds": 2, "sets": "size_only,source"})
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    a.out = str(Path(a.out) / "lscat_h100")
     if a.report_only:
         write_report(json.loads(Path(a.out).with_suffix(".json").read_text()), Path(a.out))
         return
@@ -492,7 +475,7 @@ def main() -> None:
         res = json.loads(out.with_suffix(".json").read_text())
         if res["n_samples"] != len(s.kernel):
             raise SystemExit(f"samples differ from the JSON's ({len(s.kernel)} vs {res['n_samples']})")
-        commit = _commit()
+        commit = git_commit()
         score_sequence(s, groups, kernel_texts(Path(a.texts)), a.seeds, sequence.SeqConfig(epochs=a.seq_epochs),
                        on_seed=lambda summ: merge_sequence(res, summ, commit, out))
         return
@@ -569,8 +552,9 @@ def main() -> None:
         res["measured_utc"] = rs.get("date_utc", "")
     res["seeds"] = a.seeds
     res["cv"] = "GroupKFold(5, shuffle) by LS-CAT repository; one seed = one fold split + model seed"
-    res["commit"] = _commit()
+    res["commit"] = git_commit()
     ex = Path(a.out).parent / "lscat_examples_h100.json"
+    ex = ex if ex.exists() else HERE / "results" / "lscat_examples_h100.json"
     if ex.exists():
         e = json.loads(ex.read_text())
         res["examples_first_config"] = {k: v for k, v in e.items() if k.startswith("mean")}

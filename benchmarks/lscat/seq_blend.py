@@ -2,35 +2,34 @@
 to the forest? On the same repository-grouped folds, average the forest's (source + PTX) and the sequence
 model's predicted relative performances and score the argmax.
 
-    python benchmarks/lscat_seq_blend.py [--seeds 2]     # needs torch and data/lscat_work
+    python -m benchmarks.lscat.seq_blend [--seeds 2]     # needs torch and data/lscat_work
 
-Writes benchmarks/results/lscat_seq_blend.json. The blend weight (0.5) was fixed, not tuned.
+Writes benchmarks/lscat/results/lscat_seq_blend.json. The blend weight (0.5) was fixed, not tuned.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import benchmarks.lscat.run as lt
+from adaptune.adaptive.device_features import cpu_device
+from adaptune.predict import metric, model, sequence
+from benchmarks.harness import git_commit
 
-import lscat_train as lt  # noqa: E402
-
-from adaptune.predict import metric, model, sequence  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "lscat_seq_blend.json"))
-    a = ap.parse_args()
+    ap.add_argument("--out", default="out/lscat/lscat_seq_blend.json", help="default out/lscat/lscat_seq_blend.json (never the committed results)")
+    a = ap.parse_args(argv)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     import torch
 
     torch.set_num_threads(1)
@@ -58,7 +57,7 @@ def main() -> None:
         print(f"seed {seed}: {r} ({time.time() - t0:.0f}s)", flush=True)
         out = {"note": __doc__.split("\n\n")[0], "seeds": len(runs), "per_seed": runs,
                "mean": {k: float(np.mean([q[k] for q in runs])) for k in runs[0]},
-               "commit": lt._commit(), "cpu": lt._cpu_name(), "wall_s": time.time() - t0}
+               "commit": git_commit(), "cpu": cpu_device().name, "wall_s": time.time() - t0}
         Path(a.out).write_text(json.dumps(out, indent=1))
 
 

@@ -1,7 +1,7 @@
 """Measurement noise of an LS-CAT table: 1-D kernels run the (b, b) shape exactly like (b*b, 1), so the spread
 of those twin timings is noise. Prints, per run, the median and 90th percentile of |log(t_bb / t_b*b)|.
 
-    python benchmarks/lscat_twins.py data/lscat_h100/rows.csv.gz data/lscat_h100/kernels.csv
+    python -m benchmarks.lscat.twins data/lscat_h100/rows.csv.gz data/lscat_h100/kernels.csv
 """
 
 from __future__ import annotations

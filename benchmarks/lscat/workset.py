@@ -1,7 +1,12 @@
 """Build LS-CAT's git-ignored working set from a local LS-CAT checkout (or bare git dir).
 
-    python benchmarks/lscat_workset.py --lscat /work/.mirror/NTNU-HPC-Lab+LS-CAT/repo \
-        --out data/lscat_work [--ptx] [--limit N]
+LS-CAT is public: https://github.com/NTNU-HPC-Lab/LS-CAT (Bjertnes, Tørring, Elster, 2021). The committed
+table data/lscat_h100/ was built from commit 83a50786eee2de633be477819c044d2c9a1ad076 (2023-08-08):
+
+    git clone https://github.com/NTNU-HPC-Lab/LS-CAT ../LS-CAT
+    python -m benchmarks.lscat.workset --lscat ../LS-CAT --out data/lscat_work --per-repo 4 --limit 5000 --ptx
+
+``--rev`` (default: that commit) picks the LS-CAT revision read; ``workset.json`` records it.
 
 Selects kernels whose parameters are plain pointers/integers/floats and whose source needs no local
 header or unsupported feature (adaptune.predict.corpus), writes ``workset.jsonl`` (id, repo, function,
@@ -20,26 +25,26 @@ import json
 import os
 import random
 import subprocess
-import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from adaptune.predict import corpus
 
-from adaptune.predict import corpus  # noqa: E402
+LSCAT_URL = "https://github.com/NTNU-HPC-Lab/LS-CAT"
+LSCAT_COMMIT = "83a50786eee2de633be477819c044d2c9a1ad076"  # what data/lscat_h100/ was built from
 
 
 class GitTree:
-    """Read files from a git dir (bare or not) at HEAD through one ``git cat-file --batch`` process."""
+    """Read files from a git dir (bare or not) at one revision through one ``git cat-file --batch`` process."""
 
-    def __init__(self, git_dir: str) -> None:
-        self.git_dir = git_dir
+    def __init__(self, git_dir: str, rev: str = "HEAD") -> None:
+        self.git_dir, self.rev = git_dir, rev
         self.proc = subprocess.Popen(["git", "--git-dir", git_dir, "cat-file", "--batch"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def read(self, path: str) -> str | None:
         assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(f"HEAD:{path}\n".encode())
+        self.proc.stdin.write(f"{self.rev}:{path}\n".encode())
         self.proc.stdin.flush()
         header = self.proc.stdout.readline().split()
         if len(header) < 3 or header[1] == b"missing":
@@ -48,7 +53,7 @@ class GitTree:
         return data.decode("utf-8", errors="replace")
 
     def listing(self, prefix: str) -> list[str]:
-        out = subprocess.run(["git", "--git-dir", self.git_dir, "ls-tree", "-r", "--name-only", "HEAD", prefix],
+        out = subprocess.run(["git", "--git-dir", self.git_dir, "ls-tree", "-r", "--name-only", self.rev, prefix],
                              capture_output=True, text=True, check=True).stdout
         return out.splitlines()
 
@@ -67,18 +72,25 @@ def _ptx_job(item: dict) -> tuple[str, str | None, str | None]:
     return item["id"], ptx, None
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lscat", required=True, help="LS-CAT checkout or bare git dir")
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.lscat.workset", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lscat", required=True, help=f"LS-CAT checkout or bare git dir (git clone {LSCAT_URL})")
+    ap.add_argument("--rev", default=LSCAT_COMMIT, help="LS-CAT revision to read (default: the committed table's)")
     ap.add_argument("--out", default="data/lscat_work")
     ap.add_argument("--ptx", action="store_true", help="compile with NVRTC and keep only kernels that compile")
     ap.add_argument("--limit", type=int, default=0, help="stop after this many selected kernels (0: all)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--per-repo", type=int, default=0, help="keep at most this many kernels a repository (0: all)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the per-repository sample and order")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
 
-    tree = GitTree(_git_dir(a.lscat))
+    git_dir = _git_dir(a.lscat)
+    resolved = subprocess.run(["git", "--git-dir", git_dir, "rev-parse", "--verify", f"{a.rev}^{{commit}}"],
+                              capture_output=True, text=True)
+    if resolved.returncode != 0:
+        raise SystemExit(f"{a.lscat}: no LS-CAT revision {a.rev} (git clone {LSCAT_URL}, or pass --rev)")
+    tree = GitTree(git_dir, resolved.stdout.strip())
     rows = list(csv.DictReader(io.StringIO(tree.read("data/kernel_list.csv") or "")))
     files = collections.defaultdict(set)
     for path in tree.listing("data/kernels"):
@@ -141,6 +153,9 @@ def main() -> None:
                     print(f"  compiled {n}/{len(selected)}", flush=True)
         print(f"{len(keep)} of {len(selected)} compile with NVRTC")
         selected = keep
+    (out / "workset.json").write_text(json.dumps({"repository": LSCAT_URL, "commit": tree.rev,
+                                                  "per_repo": a.per_repo, "limit": a.limit, "seed": a.seed,
+                                                  "ptx": a.ptx, "kernels": len(selected)}, indent=1) + "\n")
     with open(out / "workset.jsonl", "w") as f:
         for s in selected:
             f.write(json.dumps(s) + "\n")

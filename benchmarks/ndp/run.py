@@ -1,8 +1,8 @@
 """Surge-style NDP computations (adaptune.lang.ndp) against hand-written kernels and CuPy/CUB, with selection.
 
-    PYTHONPATH=src python benchmarks/ndp_h100.py --device opencl --scale 0.04 --out /tmp/ndp   # PoCL smoke
-    PYTHONPATH=src python3 benchmarks/ndp_h100.py --device cuda --out $OUT                       # the H100 run
-    python benchmarks/ndp_h100.py --report benchmarks/results/ndp_h100.json                      # markdown + PNG
+    python -m benchmarks.ndp.run --profile smoke                 # PoCL, SpMV, scale 0.04 -> out/ndp/ndp_pocl.json
+    python -m benchmarks.ndp.run --device cuda --out $OUT        # the H100 run -> $OUT/ndp_h100.json
+    python -m benchmarks.ndp.run --report out/ndp/ndp_pocl.json  # markdown + PNG next to a results JSON
 
 Parts (each wrapped so one failure keeps the others; JSON rewritten after each):
   spmv       SpMV written in a few lines (Listing 5.1) on the matrices of the GPU suite (54 train / 100 test,
@@ -27,7 +27,6 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import time
 import traceback
 from collections.abc import Callable
@@ -40,6 +39,14 @@ import numpy as np  # noqa: E402
 
 from adaptune.kernels import inputs  # noqa: E402
 from adaptune.lang import ndp  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    device_tag,
+    git_commit,
+    parse_study_args,
+    study_parser,
+    time_device,
+    time_host,
+)
 
 THRESHOLD = 0.5
 
@@ -95,25 +102,11 @@ class Bench:
 
     def time(self, fn: Callable[[], Any], warmup: int = 2, repeats: int = 10, budget_ms: float = 150.0) -> float:
         """Median ms of fn: CUDA events on CUDA, wall time with a queue finish on OpenCL."""
-        for _ in range(warmup):
-            fn()
-        samples: list[float] = []
-        for _ in range(repeats):
-            if self.cuda:
-                start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                samples.append(self.cp.cuda.get_elapsed_time(start, end))
-            else:
-                t0 = time.perf_counter()
-                fn()
-                self.dev.synchronize()
-                samples.append((time.perf_counter() - t0) * 1e3)
-            if len(samples) >= 3 and sum(samples) > budget_ms:
-                break
-        return statistics.median(samples)
+        if self.cuda:
+            s = time_device(fn, warmup=warmup, repeats=repeats, cupy=self.cp, budget_s=budget_ms / 1e3)
+        else:
+            s = time_host(fn, warmup=warmup, repeats=repeats, sync=self.dev.synchronize, budget_s=budget_ms / 1e3)
+        return s["p50"] * 1e3
 
     def time_many(self, calls: dict[str, Callable[[], Any]], warmup: int = 2, repeats: int = 10,
                   budget_ms: float = 400.0) -> dict[str, float]:
@@ -147,13 +140,7 @@ class Bench:
         return {k: statistics.median(v) for k, v in samples.items()}
 
     def wall_us(self, fn: Callable[[], Any], repeats: int = 25) -> float:
-        fn()
-        out = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            out.append((time.perf_counter() - t0) * 1e6)
-        return statistics.median(out)
+        return time_host(fn, warmup=1, repeats=repeats)["p50"] * 1e6
 
     def host(self, a: Any) -> np.ndarray:
         return self.dev.to_host(a) if not isinstance(a, np.ndarray) else a
@@ -672,17 +659,6 @@ def device_description(b: Bench) -> dict[str, Any]:
     return {"name": b.dev.name, "platform": "opencl"}
 
 
-def git_commit() -> str:
-    env = os.environ.get("ADAPTUNE_COMMIT")
-    if env:
-        return env
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def run(args: argparse.Namespace) -> Path:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -695,7 +671,7 @@ def run(args: argparse.Namespace) -> Path:
     report: dict[str, Any] = {"device": device_description(b), "date": dt.datetime.now(dt.UTC).isoformat(
         timespec="seconds"), "commit": git_commit(), "scale": args.scale, "seed": args.seed,
         "python": platform.python_version(), "timing": "round_robin", "benchmarks": {}, "errors": {}}
-    path = out / f"ndp_{args.tag}.json"
+    path = out / f"ndp_{args.tag or device_tag(report['device']['name'])}.json"
     parts = {"spmv": lambda: run_spmv(b, args.scale, args.seed, log),
              "segreduce": lambda: run_segreduce(b, args.scale, args.seed, log),
              "scan": lambda: run_scan_compact(b, args.scale, args.seed, "scan", log),
@@ -840,17 +816,16 @@ def write_report(path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = study_parser("ndp", __doc__.splitlines()[0])
     p.add_argument("--device", choices=("cuda", "opencl"), default="cuda")
-    p.add_argument("--out", default="out")
-    p.add_argument("--tag", default="h100")
+    p.add_argument("--tag", default=None, help="device name in the file name (default: from the device, e.g. h100)")
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=2024)  # the GPU suite's seed: the same matrices
     p.add_argument("--parts", nargs="+", default=["spmv", "segreduce", "scan", "compact"])
     p.add_argument("--model", default="auto", help="selection model kind (adaptive layer), default auto")
     p.add_argument("--reanalyse", help="refit the selection from the records of an existing results JSON")
     p.add_argument("--report", help="write markdown + PNG next to an existing results JSON and exit")
-    args = p.parse_args(argv)
+    args = parse_study_args(p, argv, smoke={"device": "opencl", "scale": 0.04, "parts": ["spmv"]})
     MODEL["kind"] = args.model
     if args.reanalyse:
         reanalyse(Path(args.reanalyse))

@@ -4,20 +4,15 @@ Two groups of spaces, each at its own budget: the six convolution_milo GPUs (the
 ``--max-evals``, and the spaces of other kernels, every ``data/recorded/*.json(.gz)`` (picked up
 automatically) and Kernel Tuner test caches with at least 100 configurations, at ``--other-evals``
 (they hold only 250-600 configurations). Also measures ``auto``'s ask+tell cost on a space of
-10^4 valid configurations. Writes benchmarks/results/search_comparison.{json,md,png} (and
+10^4 valid configurations. Writes benchmarks/search/results/search_comparison.{json,md,png} (and
 search_comparison_other.png).
 
-    .venv/bin/python benchmarks/search_comparison.py [--repeats 25] [--kt-repeats 25] [--max-evals 100]
+    .venv/bin/python -m benchmarks.search.run [--repeats 25] [--kt-repeats 25] [--max-evals 100]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,8 +22,9 @@ import numpy as np
 from adaptune.search import Budget, Replay
 from adaptune.search.compare import compare, plot_comparison
 from adaptune.space import Space
+from benchmarks.harness import parse_study_args, run_metadata, study_parser, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GPUS = ("A100", "A4000", "A6000", "MI250X", "W6600", "W7800")
 OURS = ("auto", "bayes", "forest", "bandit", "greedy_ils", "genetic", "annealing", "differential_evolution",
         "random")
@@ -59,8 +55,12 @@ def ask_cost(n_evals: int = 100, seeds: int = 3) -> dict:
             "ms_per_ask_tell": round(float(np.mean(ms)), 2)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+SMOKE = {"repeats": 2, "kt_repeats": 1, "max_evals": 20, "other_evals": 10, "strategies": "auto,random",
+         "kernel_tuner": "random_sample"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = study_parser("search", __doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--kt-repeats", type=int, default=25)
     ap.add_argument("--max-evals", type=int, default=100)
@@ -68,13 +68,13 @@ def main() -> int:
     ap.add_argument("--strategies", default=",".join(OURS))
     ap.add_argument("--kernel-tuner", default=",".join(KT))
     ap.add_argument("--jobs", type=int, default=None)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "search_comparison"))
-    args = ap.parse_args()
+    args = parse_study_args(ap, argv, smoke=SMOKE)
     t0 = time.time()
     ours, kt = args.strategies.split(","), [s for s in args.kernel_tuner.split(",") if s]
     cmp = compare(convolution_spaces(), ours, kt, repeats=args.repeats, kt_repeats=args.kt_repeats,
                   max_evals=args.max_evals, jobs=args.jobs)
-    out = Path(args.out)
+    out = Path(args.out) / "search_comparison"
+    out.parent.mkdir(parents=True, exist_ok=True)
     write(out, args, t0, cmp, None, None)  # the main result on disk before the second group runs
     other = compare(other_spaces(), ours, kt, repeats=args.repeats, kt_repeats=args.kt_repeats,
                     max_evals=args.other_evals, jobs=args.jobs)
@@ -86,15 +86,11 @@ def main() -> int:
 
 def write(out: Path, args: argparse.Namespace, t0: float, cmp, other, cost: dict | None) -> None:  # type: ignore[no-untyped-def]
     """JSON, markdown and plots of what has been measured so far."""
-    # ADAPTUNE_COMMIT first: copies of the tree sent to another host may carry a stale .git
-    commit = os.environ.get("ADAPTUNE_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip() or "unknown"
-    meta = {"command": "python " + " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]), "commit": commit,
-            "date": datetime.date.today().isoformat(), "host": f"{platform.processor() or platform.machine()}, "
-            f"{platform.system()}, {os.cpu_count()} CPUs (replay: no GPU needed)",
+    run = run_metadata(device="replay (no GPU needed)")
+    meta = {"command": "python -m benchmarks.search.run " + " ".join(sys.argv[1:]), "commit": run["commit"],
+            "date": run["date"][:10], "host": f"{run['cpu']}, {run['cpu_count']} CPUs (replay: no GPU needed)",
             "seconds": round(time.time() - t0, 1), "auto_ask_cost": cost}
     data = {**meta, "convolution": cmp.to_json(), "other_kernels": other.to_json() if other else None}
-    out.with_suffix(".json").write_text(json.dumps(data, indent=1))
     plot_comparison(cmp, out.with_suffix(".png"))
     text = markdown(cmp, meta, "six convolution GPUs")
     if other is not None:
@@ -104,7 +100,7 @@ def write(out: Path, args: argparse.Namespace, t0: float, cmp, other, cost: dict
         text += (f"\n`auto` ask+tell on a space of {cost['configurations']} valid configurations: "
                  f"{cost['ms_per_ask_tell']} ms (mean over {cost['seeds']} runs of {cost['evaluations']} "
                  "evaluations)\n")
-    out.with_suffix(".md").write_text(text)
+    write_results(out.parent, out.name, data, table=text, metadata=run)
 
 
 def markdown(cmp, meta: dict, title: str, header: bool = True) -> str:  # type: ignore[no-untyped-def]

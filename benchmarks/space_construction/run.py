@@ -10,23 +10,17 @@ reported and a slow peer can be stopped: a peer run that passes ``--peer-timeout
 300 s) is recorded as skipped. Both sides must produce the same set of valid configurations;
 the benchmark compares the sorted mixed-radix codes of the two sets, not only their counts.
 
-    python benchmarks/space_construction.py            # all sizes, writes benchmarks/results/
-    python benchmarks/space_construction.py --quick    # 10^4 and 10^5 only, no files written
+    python -m benchmarks.space_construction.run                    # all sizes, writes out/space_construction/
+    python -m benchmarks.space_construction.run --profile smoke    # 10^4 and 10^5 only, 1 build each
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import hashlib
-import json
 import multiprocessing as mp
-import platform
 import resource
 import statistics
-import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,7 +28,8 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-RESULTS = Path(__file__).parent / "results"
+from benchmarks.harness import parse_study_args, run_metadata, study_parser, write_results
+
 BLOCK_LIMIT = "block_size_x * block_size_y <= 1024"  # Kernel Tuner adds this itself from max_threads
 
 # Spaces modelled on Kernel Tuner's own examples and the BAT benchmark suite.
@@ -199,29 +194,7 @@ def run_isolated(builder_name: str, case: dict[str, Any], repeats: int, timeout_
     return result
 
 
-def git_commit() -> str:
-    try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src/adaptune/space", __file__],
-                               capture_output=True, text=True, check=True).stdout.strip()
-        return rev + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "space_construction.json").write_text(json.dumps({"meta": meta, "cases": rows}, indent=2) + "\n")
+def report(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         "# Search-space construction: adaptune vs Kernel Tuner 1.5",
         "",
@@ -246,16 +219,16 @@ def write_results(rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     lines += ["", "Both tools build the same case one after the other, each in a fresh process. The machine is",
               "shared with other jobs, so absolute times (and the ratios, by up to about 2x) vary between runs;",
               "'same set' compares the sorted mixed-radix codes of both valid sets, not only their sizes.",
-              "", "Reproduce: `.venv/bin/python benchmarks/space_construction.py`", ""]
-    (RESULTS / "space_construction.md").write_text("\n".join(lines))
+              "", "Reproduce: `.venv/bin/python -m benchmarks.space_construction.run`", ""]
+    return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> None:
+    ap = study_parser("space_construction", __doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--peer-timeout", type=float, default=300.0, help="seconds before a peer run is skipped")
-    ap.add_argument("--quick", action="store_true", help="only the two smallest spaces; write nothing")
-    args = ap.parse_args()
+    ap.add_argument("--quick", action="store_true", help="only the two smallest spaces")
+    args = parse_study_args(ap, argv, smoke={"quick": True, "repeats": 1})
     cases = CASES[:2] if args.quick else CASES
     console = Console()
     rows: list[dict[str, Any]] = []
@@ -291,16 +264,15 @@ def main() -> None:
     console.print(table)
     if any(r.get("same_set") is False for r in rows):
         console.print("[red]adaptune and Kernel Tuner disagree on a valid set[/red]")
-    if not args.quick:
-        import kernel_tuner
-
-        meta = {"device": cpu_model(), "cpus": mp.cpu_count(), "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                "commit": git_commit(), "python": platform.python_version(), "numpy": np.__version__,
-                "peer": f"kernel_tuner {kernel_tuner.__version__} Searchspace (PythonConstraint, "
-                        f"PC_OptimizedBacktrackingSolver, max_threads=1024)",
-                "repeats": args.repeats, "peer_timeout_s": args.peer_timeout}
-        write_results(rows, meta)
-        console.print(f"wrote {RESULTS / 'space_construction.json'} and .md")
+    run = run_metadata(device="CPU (no GPU needed)")
+    meta = {"device": run["cpu"], "cpus": mp.cpu_count(), "date": run["date"], "commit": run["commit"],
+            "python": run["python"], "numpy": np.__version__,
+            "peer": f"kernel_tuner {run['packages'].get('kernel_tuner', '?')} Searchspace (PythonConstraint, "
+                    f"PC_OptimizedBacktrackingSolver, max_threads=1024)",
+            "repeats": args.repeats, "peer_timeout_s": args.peer_timeout}
+    stem = "space_construction" + ("_quick" if args.quick else "")
+    path = write_results(args.out, stem, {"meta": meta, "cases": rows}, table=report(rows, meta), metadata=run)
+    console.print(f"wrote {path} and .md")
 
 
 if __name__ == "__main__":

@@ -8,19 +8,20 @@ early termination), the path-memoised exhaustive search, hill climbing and adapt
 untuned vs per-dataset oracle; combinations and tuning cost for 1, 2, 3, 5 datasets; train on one dataset,
 test on all. Every number says whether it is live or replayed.
 
-    python benchmarks/thresholds_tuning.py --device opencl --out benchmarks/results/thresholds_pocl
-    python benchmarks/thresholds_tuning.py --device cuda --out $OUT
-    python benchmarks/thresholds_tuning.py --replay results/thresholds_h100_timings.json ...
+    python -m benchmarks.thresholds.run --device opencl                  # live on PoCL -> out/thresholds/
+    python -m benchmarks.thresholds.run --device cuda --out $OUT         # live on a GPU
+    python -m benchmarks.thresholds.run --replay benchmarks/thresholds/results/thresholds_h100/timings_cuda.json
+    python -m benchmarks.thresholds.run --profile smoke    # replay the committed PoCL matmul timings, 1 seed
+
+Writes OUT/timings_<device>.json (live) and OUT/thresholds_<device>.json (h100, pocl, ...); the committed
+results (benchmarks/thresholds/results/thresholds.json) merge several devices (``--merge``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -42,7 +43,9 @@ from adaptune.thresholds.tuners import (
     strategy_search,
     untuned,
 )
+from benchmarks.harness import device_tag, parse_study_args, run_metadata, study_parser
 
+SMOKE_TIMINGS = Path(__file__).resolve().parent / "results" / "thresholds_pocl" / "timings_opencl.json"
 # (n, m, p) per dataset; chosen so that different versions win and the untuned choice is sometimes wrong
 MATMUL_SETS = {
     "cuda": {"tall": (65536, 16, 4), "tallwide": (40000, 256, 256), "small": (64, 64, 64),
@@ -333,20 +336,13 @@ def merge(path: Path, results: dict) -> None:
     path.write_text(json.dumps(merged, indent=1, default=float))
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
-    except Exception:
-        return os.environ.get("ADAPTUNE_COMMIT", "unknown")
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = study_parser("thresholds", __doc__.splitlines()[0])
     ap.add_argument("--device", choices=("opencl", "cuda"), default="opencl")
-    ap.add_argument("--out", default="benchmarks/results/thresholds_run")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--programs", nargs="+", default=["matmul", "mlp"], choices=("matmul", "mlp"),
+                    help="programs to tune (replay)")
     ap.add_argument("--replay", default=None, help="timings JSON from an earlier --record run")
     ap.add_argument("--record-only", action="store_true")
     ap.add_argument("--merge", default=None, help="also merge the experiments into this results JSON "
@@ -354,12 +350,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--live-check", default=None, help="results JSON: re-time its chosen assignments live")
     ap.add_argument("--attach-live", nargs=2, metavar=("LIVE_JSON", "RESULTS_JSON"), default=None,
                     help="fold a --live-check output into a results file")
-    args = ap.parse_args(argv)
+    args = parse_study_args(ap, argv, smoke={"replay": str(SMOKE_TIMINGS), "seeds": 1, "programs": ["matmul"]})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    commit = os.environ.get("ADAPTUNE_COMMIT") or git_commit()
+    run = run_metadata(device=args.device)
+    commit = run["commit"]
     meta = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "host": platform.node(), "python": sys.version.split()[0], "loadavg": os.getloadavg()}
+            "host": run["host"], "python": run["python"], "loadavg": os.getloadavg()}
     if args.attach_live:
         attach_live(Path(args.attach_live[1]), json.loads(Path(args.attach_live[0]).read_text()))
         return 0
@@ -380,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                         "kind": rec["kind"], "repeats": args.repeats, "seeds": args.seeds,
                         "replayed_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
                "experiments": []}
-    for pname in ("matmul", "mlp"):
+    for pname in args.programs:
         if "timings" not in rec["programs"].get(pname, {}):
             results["experiments"].append({"program": pname, "error": rec["programs"].get(pname, {}).get("error")})
             continue
@@ -389,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:
             traceback.print_exc()
             results["experiments"].append({"program": pname, "error": f"{type(exc).__name__}: {exc}"})
-        (out / "thresholds.json").write_text(json.dumps(results, indent=1, default=float))
+        (out / f"thresholds_{device_tag(rec['device'])}.json").write_text(json.dumps(results, indent=1, default=float))
     if args.merge:
         merge(Path(args.merge), results)
     for e in results["experiments"]:

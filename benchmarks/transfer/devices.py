@@ -1,6 +1,6 @@
 """Per-input variant selection across devices: train on two devices' labels, test on the third.
 
-Reads ``benchmarks/transfer_labels.py`` output of three devices (the H100, the H200, PoCL on the CPU; same
+Reads ``benchmarks/transfer/labels.py`` output of three devices (the H100, the H200, PoCL on the CPU; same
 seed, scale and size scale, so the same inputs; the script checks) and, for SpMV, histogram and sort and
 each device as the target:
 
@@ -20,25 +20,24 @@ Only the variants that are the same kernel text on every device are compared: th
 A constraint-refused variant (ELL, DIA, shared histograms) costs what the benchmark's fallback costs
 (``FALLBACK``), as at dispatch.
 
-    python benchmarks/transfer_devices.py RAW_A RAW_B RAW_C [--proxies data/devices/proxy_features.json]
+    python -m benchmarks.transfer.devices RAW_A RAW_B RAW_C [--proxies data/devices/proxy_features.json] [--out DIR]
+    python -m benchmarks.transfer.devices        # the committed labels (H100, H200, PoCL) -> out/transfer/
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
-import os
-import subprocess
-import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 from adaptune.adaptive.models import fit_model, fraction_of_oracle
 from adaptune.adaptive.transfer import PROXY_FEATURES_MEASURED, MTLSelector, p_dfs
+from benchmarks.harness import finish_study, parse_study_args, study_meta, study_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
 LIBRARY_BACKED = {"cusparse", "cusparse_alg1", "cusparse_alg2", "torch_csr", "cub", "cub_radix", "torch_sort",
                   "presorted_radix"}
 BOOTSTRAP = 2000
@@ -103,12 +102,17 @@ def score(runtime: np.ndarray, chosen: np.ndarray) -> float:
     return float(np.nanmean(fraction_of_oracle(runtime, chosen)))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("raws", nargs="+")
+SMOKE: dict = {}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = study_parser("transfer", __doc__.splitlines()[0])
+    ap.add_argument("raws", nargs="*", default=[str(RESULTS / f"gpu_suite_{tag}_s005_raw.json")
+                                                 for tag in ("h100", "h200", "pocl")],
+                    help="gpu_suite raw.json labels of each device (default: the committed H100, H200, PoCL)")
     ap.add_argument("--proxies", default=str(ROOT / "data" / "devices" / "proxy_features.json"))
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "transfer_devices"))
-    args = ap.parse_args()
+    args = parse_study_args(ap, argv, smoke=SMOKE)
+    t0 = time.perf_counter()
     raws = [load(p) for p in args.raws]
     if len(raws) < 3:
         raise SystemExit("train on the others, test on one: give at least three raw files")
@@ -168,16 +172,9 @@ def main() -> None:
                   f"fixed {res['best_fixed']:.4f}", flush=True)
         out["benchmarks"][bname] = {"variants": common, "fallback": FALLBACK[bname], "p_dfs_features": pdfs,
                                     "per_target": per}
-    commit = os.environ.get("ADAPTUNE_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
-                   "labels": {n: {"date": r["date"], "commit": r["commit"]} for n, r in zip(names, raws, strict=True)},
-                   "load": [round(x, 2) for x in os.getloadavg()],
-                   "command": "python benchmarks/transfer_devices.py " + " ".join(sys.argv[1:])}
-    Path(args.out + ".json").write_text(json.dumps(out, indent=1))
-    Path(args.out + ".md").write_text(markdown(out))
-    plot(out, Path(args.out + ".png"))
-    print(Path(args.out + ".md").read_text())
+    labels = {n: {"date": r["date"], "commit": r["commit"]} for n, r in zip(names, raws, strict=True)}
+    finish_study(args.out, "transfer_devices", out, markdown=markdown, plot=plot,
+                 meta={**study_meta("benchmarks.transfer.devices", t0), "labels": labels})
 
 
 def short(name: str) -> str:

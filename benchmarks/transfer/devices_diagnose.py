@@ -7,7 +7,10 @@ distance of the target to each source in that block, and which variants the MTL 
 target's test inputs. Also the label shares of each device (the class-imbalance question) and the chosen
 SVM hyperparameters.
 
-    python benchmarks/transfer_devices_diagnose.py RAW... [--bench spmv] [--out PATH.md]
+    python -m benchmarks.transfer.devices_diagnose RAW... [--bench spmv] [--out PATH.md]
+
+A diagnostic option of the transfer study (issue 12); its committed outputs are
+benchmarks/transfer/results/transfer_devices_diagnose_4dev_{spmv,histogram}.md.
 """
 
 from __future__ import annotations
@@ -15,29 +18,25 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 from sklearn.preprocessing import MinMaxScaler
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from transfer_devices import FALLBACK, INTENSITY, LIBRARY_BACKED, ROOT, arrays, load, score, short  # noqa: E402
-
 from adaptune.adaptive.device_features import device_vector  # noqa: E402
 from adaptune.adaptive.models import share_ranges  # noqa: E402
 from adaptune.adaptive.transfer import PROXY_FEATURES_MEASURED, MTLSelector, p_dfs  # noqa: E402
+from benchmarks.harness import git_commit
+from benchmarks.transfer.devices import FALLBACK, INTENSITY, LIBRARY_BACKED, ROOT, arrays, load, score, short
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.transfer.devices_diagnose", description=__doc__.splitlines()[0])
     ap.add_argument("raws", nargs="+")
     ap.add_argument("--bench", default="spmv")
     ap.add_argument("--out", default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     raws = [load(p) for p in args.raws]
     table = json.loads((ROOT / "data" / "devices" / "proxy_features.json").read_text())["devices"]
     names = [r["device"]["name"] for r in raws]
@@ -47,11 +46,11 @@ def main() -> None:
     pdfs = tuple(p_dfs([INTENSITY[args.bench]], proxy_features=PROXY_FEATURES_MEASURED, per_input=2))
     tr = [arrays(d, "train", common, FALLBACK[args.bench]) for d in data]
     te = [arrays(d, "test", common, FALLBACK[args.bench]) for d in data]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    commit = git_commit()
     lines = [f"# Issue 12 diagnostic: {args.bench}, {len(names)} devices, P-DFS features {', '.join(pdfs)}", "",
-             f"- {datetime.date.today().isoformat()}, code at commit {commit.strip() or 'unknown'} (+ working tree), "
+             f"- {datetime.date.today().isoformat()}, code at commit {commit} (+ working tree), "
              "replay of the committed labels: " + ", ".join(f"{short(n)} ({r['commit']})" for n, r in zip(names, raws, strict=True)),
-             "- SVM as in transfer_devices.py (libsvm grid, coarse); distances in the scaled device block only", "",
+             "- SVM as in benchmarks/transfer/devices.py (libsvm grid, coarse); distances in the scaled device block only", "",
              "Oracle label share on each device's training inputs (what the model learns per device):", ""]
     for n, t in zip(names, tr, strict=True):
         share = Counter(common[i] for i in np.argmin(t[1], 1))

@@ -5,13 +5,14 @@ every device labels the same inputs:
 
 1. ``kernels.proxies.measure_proxies`` (copy bandwidth, atomics contended / spread, local-memory
    bandwidth, FMA rate, launch latency) -> OUT/proxies_<device>.json;
-2. ``benchmarks/gpu_suite.py run`` on SpMV, histogram and sort (``--benchmarks``; BFS too with
+2. ``python -m benchmarks.gpu_suite.run run`` (a child process) on SpMV, histogram and sort (``--benchmarks``; BFS too with
    ``--benchmarks spmv histogram sort bfs``) at ``--size-scale`` (default 0.05: inputs of 5 k – 3 M
    elements, which PoCL on two cores can label in minutes) -> OUT/gpu_suite_<device>_raw.json.
 
 Each part is wrapped so one failure keeps the other.
 
-    PYTHONPATH=src python benchmarks/transfer_labels.py --device cuda --out OUT --tag h100
+    python -m benchmarks.transfer.labels --device cuda --tag h100 [--out DIR]      # default out/transfer/
+    python -m benchmarks.transfer.labels --device opencl --tag pocl --scale 0.1 --size-scale 0.01  # CPU pilot
 """
 
 from __future__ import annotations
@@ -21,33 +22,36 @@ import datetime as dt
 import json
 import platform
 import shutil
+import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks.harness import git_commit
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Skip(Exception):
     """--skip-proxies: leave the proxy part out."""
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.transfer.labels", description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=("cuda", "opencl"), required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", default="out/transfer", help="folder (default out/transfer/)")
     ap.add_argument("--tag", required=True, help="short device name for the file names (h100, h200, pocl)")
     ap.add_argument("--size-scale", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the number of inputs (pilot: 0.1)")
-    ap.add_argument("--commit", default="unknown")
+    ap.add_argument("--commit", default=None, help="commit to record (default: git, or $ADAPTUNE_COMMIT)")
     ap.add_argument("--skip-suite", action="store_true")
     ap.add_argument("--benchmarks", nargs="+", default=["spmv", "histogram", "sort"],
                     choices=("spmv", "histogram", "sort", "bfs"))
     ap.add_argument("--skip-proxies", action="store_true", help="labels only (the proxies are already measured)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    args.commit = args.commit or git_commit()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -78,13 +82,12 @@ def main() -> None:
         print(traceback.format_exc(), flush=True)
     if args.skip_suite:
         return
-    import gpu_suite
-
     tmp = out / "suite_tmp"
     try:
-        gpu_suite.main(["run", "--out", str(tmp), "--device", args.device, "--scale", str(args.scale), "--size-scale",
-                        str(args.size_scale), "--seed", str(args.seed), "--benchmarks", *args.benchmarks,
-                        "--model", "svm", "--commit", args.commit])
+        subprocess.run([sys.executable, "-m", "benchmarks.gpu_suite.run", "run", "--out", str(tmp), "--device",
+                        args.device, "--scale", str(args.scale), "--size-scale", str(args.size_scale), "--seed",
+                        str(args.seed), "--benchmarks", *args.benchmarks, "--model", "svm", "--commit", args.commit],
+                       cwd=ROOT, check=False)
     finally:
         if (tmp / "raw.json").exists():
             raw = json.loads((tmp / "raw.json").read_text())

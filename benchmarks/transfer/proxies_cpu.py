@@ -3,36 +3,36 @@
 A shared CPU host is noisy (PoCL's proxies varied up to 4x between runs), so one measurement is not a
 device feature: this runs ``kernels.proxies.measure_proxies`` ``--runs`` times on the OpenCL device that
 ``POCL_DEVICES`` selects (``pthread``: all cores; ``basic``: serial, one compute unit), records each run
-and the 1-minute load average beside it, and merges the median into data/devices/proxy_features.json under
-the device's name (an existing entry is kept unless ``--replace``).
+and the 1-minute load average beside it, and merges the median under the device's name into a copy of
+data/devices/proxy_features.json at OUT/proxy_features.json (default OUT: out/transfer/; an existing entry
+is kept unless ``--replace``). ``--table data/devices/proxy_features.json`` updates the library's own table.
 
-    POCL_DEVICES=basic PYTHONPATH=src nice -n 10 python benchmarks/transfer_proxies_cpu.py --runs 5
+    POCL_DEVICES=basic nice -n 10 python -m benchmarks.transfer.proxies_cpu --runs 5
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import os
 import statistics
-import subprocess
 import time
 from pathlib import Path
 
 from adaptune.kernels.device import OpenCLDevice
 from adaptune.kernels.proxies import PROXY_NAMES, measure_proxies
+from benchmarks.harness import git_commit, parse_study_args, study_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+TABLE = Path(__file__).resolve().parents[2] / "data" / "devices" / "proxy_features.json"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = study_parser("transfer", __doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--table", default=str(ROOT / "data" / "devices" / "proxy_features.json"))
+    ap.add_argument("--table", default=None, help="proxy table to merge into (default: a copy in OUT)")
     ap.add_argument("--log", default=None, help="also write every run here (JSON)")
     ap.add_argument("--replace", action="store_true", help="overwrite an existing entry for this device")
-    args = ap.parse_args()
+    args = parse_study_args(ap, argv, smoke={"runs": 1})
     dev = OpenCLDevice()
     runs = []
     for _ in range(args.runs):
@@ -42,8 +42,7 @@ def main() -> None:
         runs.append({"proxies": rates, "load_before": round(load, 2), "seconds": round(time.perf_counter() - t0, 2)})
         print(dev.name, {k: round(v, 3) for k, v in rates.items()}, f"load {load:.1f}", flush=True)
     median = {k: statistics.median(r["proxies"][k] for r in runs) for k in PROXY_NAMES}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+    commit = git_commit()
     entry = {"proxies": median,
              "range": {k: [min(r["proxies"][k] for r in runs), max(r["proxies"][k] for r in runs)] for k in PROXY_NAMES},
              "runtime": "opencl", "size": "small", "multiprocessors": dev.multiprocessors, "runs": args.runs,
@@ -53,8 +52,9 @@ def main() -> None:
                      f"other work: median of {args.runs} runs, range and load kept"}
     if args.log:
         Path(args.log).write_text(json.dumps({"device": dev.name, "runs": runs, "entry": entry}, indent=1))
-    path = Path(args.table)
-    table = json.loads(path.read_text())
+    path = Path(args.table) if args.table else Path(args.out) / "proxy_features.json"
+    table = json.loads((path if path.exists() else TABLE).read_text())
+    path.parent.mkdir(parents=True, exist_ok=True)
     if dev.name in table["devices"] and not args.replace:
         print(f"{dev.name} already in {path}: kept (pass --replace to overwrite); this run's median: {median}")
         return

@@ -12,20 +12,16 @@ as sources:
    (prior = the consensus of the five sources) against cold ``auto``, ``--repeats`` seeds each, replayed
    from the records (capped at ``--cap`` evaluations; a run that does not get there counts as the cap).
 
-Writes benchmarks/results/transfer.{json,md,png}.
+Writes OUT/transfer.{json,md,png}.
 
-    .venv/bin/python benchmarks/transfer.py [--repeats 25] [--cap 400] [--jobs 2]
+    python -m benchmarks.transfer.run [--repeats 25] [--cap 400] [--jobs 2] [--out DIR]
+    python -m benchmarks.transfer.run --profile smoke      # 2 seeds, cap 60 (seconds)
+
+Default OUT: out/transfer/; the committed run is benchmarks/transfer/results/.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
-import os
-import platform
-import subprocess
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -43,8 +39,9 @@ from adaptune.adaptive.transfer import (
     reuse_matrix,
 )
 from adaptune.search import Replay, make_strategy
+from benchmarks.harness import finish_study, parse_study_args, study_meta, study_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GPUS = ("A100", "A4000", "A6000", "MI250X", "W6600", "W7800")
 ALL_FEATURES = ("vendor_nvidia", "compute_units", "clock_mhz", "mem_bandwidth_gbs", "l2_kb",
                 "last_level_cache_mb", "local_mem_kb", "simd_width", "peak_gflops_sp")
@@ -88,13 +85,15 @@ def evals_until_095(s, rp, cap: int) -> int:
     return cap
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+SMOKE = {"repeats": 2, "cap": 60, "jobs": 1}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = study_parser("transfer", __doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=25)
     ap.add_argument("--cap", type=int, default=400)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "transfer"))
-    args = ap.parse_args()
+    args = parse_study_args(ap, argv, smoke=SMOKE)
     t0 = time.perf_counter()
     sp = spaces()
     x = config_features(replays()["A100"].space)
@@ -153,20 +152,11 @@ def main() -> None:
     out["warm_over_cold"] = round(warm_mean / cold_mean, 4)
     out["targets"] = {"zero_shot_mean_ge_0.90": out["zero_shot_mean"]["consensus"] >= 0.90,
                       "warm_le_half_of_cold": out["warm_over_cold"] <= 0.5}
-    commit = os.environ.get("ADAPTUNE_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
-                   "host": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs",
-                   "python": sys.version.split()[0], "seconds": round(time.perf_counter() - t0, 1),
-                   "command": "python benchmarks/transfer.py " + " ".join(sys.argv[1:])}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out + ".json").write_text(json.dumps(out, indent=1))
-    write_markdown(out, Path(args.out + ".md"))
-    plot(out, Path(args.out + ".png"))
-    print(Path(args.out + ".md").read_text())
+    finish_study(args.out, "transfer", out, markdown=markdown, plot=plot,
+                 meta=study_meta("benchmarks.transfer.run", t0))
 
 
-def write_markdown(out: dict, path: Path) -> None:
+def markdown(out: dict) -> str:
     m = out["meta"]
     z = out["zero_shot"]
     lines = ["# Transfer to an unseen GPU: leave one GPU out on the six recorded convolution spaces", "",
@@ -203,7 +193,7 @@ def write_markdown(out: dict, path: Path) -> None:
               f"Targets: zero-shot mean >= 0.90: **{'met' if out['targets']['zero_shot_mean_ge_0.90'] else 'missed'}**"
               f" ({zm['consensus']:.3f}); warm <= half of cold: "
               f"**{'met' if out['targets']['warm_le_half_of_cold'] else 'missed'}** ({out['warm_over_cold']:.2f}).", ""]
-    path.write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 def plot(out: dict, path: Path) -> None:

@@ -4,18 +4,19 @@ Three searches per target GPU, replayed from data/benchmark_hub/convolution_milo
 
 - ``auto`` (cold: knows nothing of other GPUs);
 - ``warm`` with the consensus of the other five GPUs as its prior (``ConfigTransfer()``, as in
-  benchmarks/transfer.py, so the numbers compare with the earlier rounds);
+  benchmarks/transfer/run.py, so the numbers compare with the earlier rounds);
 - ``bat``: BAT's "use another GPU's optimum" as a search: the five sources' optima are evaluated first
   (in a random order per seed), then the search goes on as ``auto`` would. Implemented as ``warm`` with a
   prior that is 0 on the sources' optima and 1 everywhere else, ``n_prior`` = the number of distinct
   source optima and no prior column for the surrogate.
 
 A run that does not reach 0.95 within ``--cap`` evaluations counts as the cap (censored; counted).
-Writes benchmarks/results/transfer_search.{json,md} and updates ``warm_evals_to_095``,
-``cold_evals_to_095`` and ``warm_over_cold`` in benchmarks/results/transfer.json (previous values kept
-under ``previous_search``).
+Writes OUT/transfer_search.{json,md} (default OUT: out/transfer/) and, when OUT holds a transfer.json
+of ``benchmarks.transfer.run``, updates its ``warm_evals_to_095``, ``cold_evals_to_095`` and
+``warm_over_cold`` (previous values kept under ``previous_search``). Committed results are never written.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src nice -n 10 python benchmarks/transfer_search.py --repeats 10
+    OMP_NUM_THREADS=1 nice -n 10 python -m benchmarks.transfer.search --repeats 10
+    python -m benchmarks.transfer.search --profile smoke   # 1 seed, cap 60
 """
 
 from __future__ import annotations
@@ -24,23 +25,18 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from transfer import GPUS, evals_until_095, replays, spaces  # noqa: E402
+from adaptune.adaptive.transfer import ConfigTransfer, config_features
+from adaptune.search import make_strategy
+from benchmarks.harness import parse_study_args, study_meta, study_parser, write_results
+from benchmarks.transfer.run import GPUS, evals_until_095, replays, spaces
 
-from adaptune.adaptive.transfer import ConfigTransfer, config_features  # noqa: E402
-from adaptune.search import make_strategy  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 STRATEGIES = ("auto", "warm", "bat")
 
@@ -79,14 +75,18 @@ def summary(v: list[int], cap: int) -> dict:
             "censored": int((a >= cap).sum())}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+SMOKE = {"repeats": 1, "cap": 60}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = study_parser("transfer", __doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--cap", type=int, default=400)
     ap.add_argument("--seed-offset", type=int, default=0, help="seeds (r + offset) * 100003: fresh seeds")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "transfer_search"))
-    ap.add_argument("--no-update", action="store_true", help="do not touch benchmarks/results/transfer.json")
-    args = ap.parse_args()
+    ap.add_argument("--no-update", action="store_true", help="do not touch OUT/transfer.json")
+    args = parse_study_args(ap, argv, smoke=SMOKE)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    stem = str(Path(args.out) / "transfer_search")
     t0 = time.perf_counter()
     per: dict[str, dict[str, list[int]]] = {g: {s: [] for s in STRATEGIES} for g in GPUS}
     for r in range(args.repeats):  # seeds outermost: a cut-short run still has every GPU and strategy
@@ -97,7 +97,7 @@ def main() -> None:
               f"({time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
     out: dict = {"gpus": list(GPUS), "strategies": list(STRATEGIES), "repeats": args.repeats, "cap": args.cap,
                  "seeds": f"(r + {args.seed_offset}) * 100003, r = 0 .. repeats-1 (offset 0: the seeds of "
-                          "benchmarks/transfer.py)",
+                          "benchmarks/transfer/run.py)",
                  "per_gpu": {g: {s: summary(v, args.cap) for s, v in d.items()} for g, d in per.items()}}
     means = {s: float(np.mean([out["per_gpu"][g][s]["mean"] for g in GPUS])) for s in STRATEGIES}
     # spread of the mean over GPUs across seeds: per seed, the mean over the six GPUs
@@ -109,21 +109,14 @@ def main() -> None:
     ratios = [per_seed["warm"][r] / per_seed["auto"][r] for r in range(args.repeats)]
     out["warm_over_cold_per_seed"] = {"min": round(min(ratios), 4), "median": round(float(np.median(ratios)), 4),
                                       "max": round(max(ratios), 4)}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
-                   "host": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs (shared)",
-                   "python": sys.version.split()[0], "seconds": round(time.perf_counter() - t0, 1),
-                   "load_end": round(os.getloadavg()[0], 2),
-                   "command": "python benchmarks/transfer_search.py " + " ".join(sys.argv[1:])}
-    Path(args.out + ".json").write_text(json.dumps(out, indent=1))
-    write_markdown(out, Path(args.out + ".md"))
-    if not args.no_update:
-        update_transfer(out, ROOT / "benchmarks" / "results" / "transfer.json")
-    print(Path(args.out + ".md").read_text())
+    out["meta"] = {**study_meta("benchmarks.transfer.search", t0)}
+    path = write_results(args.out, Path(stem).name, out, table=markdown(out))
+    if not args.no_update and (Path(args.out) / "transfer.json").exists():
+        update_transfer(out, Path(args.out) / "transfer.json", stem)
+    print(path.with_suffix(".md").read_text())
 
 
-def update_transfer(out: dict, path: Path) -> None:
+def update_transfer(out: dict, path: Path, stem: str = "transfer_search") -> None:
     """New ``warm_evals_to_095`` / ``cold_evals_to_095``; the old ones kept under ``previous_search``."""
     t = json.loads(path.read_text())
     if "previous_search" not in t:
@@ -136,14 +129,14 @@ def update_transfer(out: dict, path: Path) -> None:
     t["cold_evals_to_095"] = {g: out["per_gpu"][g]["auto"]["mean"] for g in out["gpus"]}
     t["bat_evals_to_095"] = {g: out["per_gpu"][g]["bat"]["mean"] for g in out["gpus"]}
     t["warm_over_cold"] = out["warm_over_cold"]
-    t["search_remeasured"] = {"file": "benchmarks/results/transfer_search.json", "commit": out["meta"]["commit"],
+    t["search_remeasured"] = {"file": f"{stem}.json", "commit": out["meta"]["commit"],
                               "date": out["meta"]["date"], "repeats": out["repeats"], "cap": out["cap"],
                               "bat_over_cold": out["bat_over_cold"]}
     t["targets"]["warm_le_half_of_cold"] = out["warm_over_cold"] <= 0.5
     path.write_text(json.dumps(t, indent=1))
 
 
-def write_markdown(out: dict, path: Path) -> None:
+def markdown(out: dict) -> str:
     m = out["meta"]
     lines = ["# Evaluations to 0.95 of the optimum, leave one GPU out (six recorded convolution spaces)", "",
              f"- date {m['date']}, commit {m['commit']}, {m['host']}: replay of the records, no GPU; "
@@ -162,7 +155,7 @@ def write_markdown(out: dict, path: Path) -> None:
               f"warm / cold per seed (mean over GPUs): min {out['warm_over_cold_per_seed']['min']:.2f}, median "
               f"{out['warm_over_cold_per_seed']['median']:.2f}, max {out['warm_over_cold_per_seed']['max']:.2f}; "
               f"bat / cold {out['bat_over_cold']:.2f}.", ""]
-    path.write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,9 @@ method of ``adaptune.adaptive.zero_shot`` is scored leave-one-GPU-out (fraction 
 of its top-1 choice), and ``nested_select`` picks one method per target by leave-one-out over the five
 sources only (the target never takes part in the choice). Reports per GPU, mean and spread.
 
-Writes benchmarks/results/transfer_zero_shot.{json,md,png}.
+Writes OUT/transfer_zero_shot.{json,md,png}.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src python benchmarks/transfer_zero_shot.py
+    OMP_NUM_THREADS=1 python -m benchmarks.transfer.zero_shot [--out DIR]   # default out/transfer/
 """
 
 from __future__ import annotations
@@ -16,23 +16,13 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # boosting's OpenMP threads fight on a shared host
 
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from transfer import ALL_FEATURES, GPUS, replays, spaces  # noqa: E402
-
-from adaptune.adaptive.transfer import config_features, fractions  # noqa: E402
-from adaptune.adaptive.zero_shot import (  # noqa: E402
+from adaptune.adaptive.transfer import config_features, fractions
+from adaptune.adaptive.zero_shot import (
     BoostedTransfer,
     method_aggregate,
     method_boosted,
@@ -40,6 +30,10 @@ from adaptune.adaptive.zero_shot import (  # noqa: E402
     method_similarity,
     nested_select,
 )
+from benchmarks.harness import finish_study, parse_study_args, study_meta, study_parser
+from benchmarks.transfer.run import ALL_FEATURES, GPUS, replays, spaces
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SENSITIVITY = {"default (150 iterations, lr 0.1, 31 leaves, cap 3)": {}, "100 iterations": {"max_iter": 100},
                "200 iterations": {"max_iter": 200}, "lr 0.05, 300 iterations": {"learning_rate": 0.05, "max_iter": 300},
@@ -77,10 +71,12 @@ def candidates() -> dict[str, Cached]:
     return cached
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "transfer_zero_shot"))
-    args = ap.parse_args()
+SMOKE: dict = {}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = study_parser("transfer", __doc__.splitlines()[0])
+    args = parse_study_args(ap, argv, smoke=SMOKE)
     t0 = time.perf_counter()
     sp = spaces()
     x = config_features(replays()["A100"].space)
@@ -119,16 +115,8 @@ def main() -> None:
            "nested_mean_without_a100": round(float(np.mean([nested[g]["fraction"] for g in GPUS if g != "A100"])), 4)}
     out["boosted_vendor_sensitivity"] = {k: {**v, "mean": round(float(np.mean(list(v.values()))), 4)}
                                          for k, v in sens.items()}
-    commit = os.environ.get("ADAPTUNE_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
-                   "host": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs",
-                   "seconds": round(time.perf_counter() - t0, 1),
-                   "command": "python benchmarks/transfer_zero_shot.py " + " ".join(sys.argv[1:])}
-    Path(args.out + ".json").write_text(json.dumps(out, indent=1))
-    Path(args.out + ".md").write_text(markdown(out))
-    plot(out, Path(args.out + ".png"))
-    print(Path(args.out + ".md").read_text())
+    finish_study(args.out, "transfer_zero_shot", out, markdown=markdown, plot=plot,
+                 meta=study_meta("benchmarks.transfer.zero_shot", t0))
 
 
 def markdown(out: dict) -> str:

@@ -14,16 +14,16 @@ the outer fold of the sixth GPU), and each candidate's table is saved as soon as
 (``--cache``), so an interrupted run keeps what it computed.
 
 Families, each reported on its own (nested within the family) and all together (nested over everything,
-with the round-2 methods of benchmarks/transfer_zero_shot.py):
+with the round-2 methods of benchmarks/transfer/zero_shot.py):
 
 - ``gp``: ``GPTransfer`` on the parameter positions, without / with the vendor feature;
 - ``rank``: ``PairwiseRank`` without device features, with vendor, and with vendor at C = 0.1;
 - ``cv-dfs``: ``BoostedTransfer`` whose device features CV-DFS selects on the sources it is given
   (candidates vendor, memory bandwidth, L2, SIMD width; subsets of size <= 1).
 
-Writes benchmarks/results/transfer_zero_shot_models.{json,md}.
+Writes OUT/transfer_zero_shot_models.{json,md}.
 
-    OMP_NUM_THREADS=1 PYTHONPATH=src nice -n 10 python benchmarks/transfer_zero_shot_models.py
+    OMP_NUM_THREADS=1 nice -n 10 python -m benchmarks.transfer.zero_shot_models [--out DIR]   # out/transfer/
 """
 
 from __future__ import annotations
@@ -32,28 +32,23 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from pathlib import Path  # noqa: E402
+import json
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from transfer import GPUS, replays, spaces  # noqa: E402
-from transfer_zero_shot import candidates as round2_candidates  # noqa: E402
+from adaptune.adaptive.transfer import DeviceSpace, best_of, config_features, cv_dfs
+from adaptune.adaptive.zero_shot import BoostedTransfer
+from adaptune.adaptive.zero_shot_models import GPTransfer, PairwiseRank, ceiling
+from adaptune.search.surrogate import informative_columns
+from benchmarks.harness import parse_study_args, study_meta, study_parser, write_results
+from benchmarks.transfer.run import GPUS, replays, spaces
+from benchmarks.transfer.zero_shot import candidates as round2_candidates
 
-from adaptune.adaptive.transfer import DeviceSpace, best_of, config_features, cv_dfs  # noqa: E402
-from adaptune.adaptive.zero_shot import BoostedTransfer  # noqa: E402
-from adaptune.adaptive.zero_shot_models import GPTransfer, PairwiseRank, ceiling  # noqa: E402
-from adaptune.search.surrogate import informative_columns  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 CV_DFS_CANDIDATES = ("vendor_nvidia", "mem_bandwidth_gbs", "l2_kb", "simd_width")
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -135,15 +130,19 @@ def nested(tables: dict[str, dict], names: list[str]) -> dict:
     return res
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "transfer_zero_shot_models"))
+SMOKE = {"skip": ["gp", "cv-dfs"]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = study_parser("transfer", __doc__.splitlines()[0])
     ap.add_argument("--cache", default="/tmp/adaptune_zero_shot_models_cache.json")
     ap.add_argument("--skip", nargs="*", default=[], help="candidate families to leave out (gp, rank, cv-dfs)")
     ap.add_argument("--only-cached", action="store_true", help="report the candidates in --cache, compute nothing")
     ap.add_argument("--cv-dfs-selections", action="store_true",
                     help="also run CV-DFS on each target's five sources and report what it selects")
-    args = ap.parse_args()
+    args = parse_study_args(ap, argv, smoke=SMOKE)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    stem = str(Path(args.out) / "transfer_zero_shot_models")
     warnings.filterwarnings("ignore", category=UserWarning)
     warnings.filterwarnings("ignore", module="sklearn")
     t0 = time.perf_counter()
@@ -200,15 +199,9 @@ def main() -> None:
         vals = [c["threshold"][key]["best"] for c in out["ceiling"].values()]
         out["ceiling_mean"][f"best_if_all_sources_ge_{key}"] = (round(float(np.mean(vals)), 4)
                                                                if all(v is not None for v in vals) else None)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
-                   "host": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs (shared)",
-                   "seconds_this_run": round(time.perf_counter() - t0, 1), "seconds_per_method": timing,
-                   "command": "python benchmarks/transfer_zero_shot_models.py " + " ".join(sys.argv[1:])}
-    Path(args.out + ".json").write_text(json.dumps(out, indent=1))
-    Path(args.out + ".md").write_text(markdown(out))
-    print(Path(args.out + ".md").read_text())
+    out["meta"] = {**study_meta("benchmarks.transfer.zero_shot_models", t0), "seconds_this_run": round(time.perf_counter() - t0, 1), "seconds_per_method": timing}
+    path = write_results(args.out, Path(stem).name, out, table=markdown(out))
+    print(path.with_suffix(".md").read_text())
 
 
 def markdown(out: dict) -> str:

@@ -1,20 +1,19 @@
 """Side by side: the same problem brute-forced by adaptune and by Kernel Tuner, same repeats, one run.
 
 Reports each tool's wall time, the ratio, both best configurations, and how the other tool timed each
-best (to judge "same best within measurement noise"). Writes JSON + markdown under benchmarks/results/.
+best (to judge "same best within measurement noise"). Writes OUT/vs_kernel_tuner_<backend>.{json,md}
+(default OUT: out/vs_kernel_tuner/; the committed runs are in benchmarks/vs_kernel_tuner/results/).
 
-    python benchmarks/vs_kernel_tuner.py examples/matmul/t1.json --backend opencl
-    python benchmarks/vs_kernel_tuner.py examples/matmul/t1.json --backend cuda   # on an NVIDIA GPU
+    python -m benchmarks.vs_kernel_tuner.run benchmarks/vs_kernel_tuner/specs/matmul_pocl_t1.json --backend opencl
+    python -m benchmarks.vs_kernel_tuner.run benchmarks/vs_kernel_tuner/specs/matmul_h100_t1.json --backend cuda
+    python -m benchmarks.vs_kernel_tuner.run --profile smoke     # 2 matmul configurations on PoCL, 1 repeat
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import json
 import math
 import os
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -24,9 +23,11 @@ import numpy as np
 from adaptune.measure import KernelSpec
 from adaptune.tuning import tune
 from adaptune.tuning.spec_file import load_problem
+from benchmarks.harness import parse_study_args, run_metadata, study_parser, write_results
 from benchmarks.harness.peers import pad_cupy_uuid
 
-RESULTS = Path(__file__).parent / "results"
+HERE = Path(__file__).resolve().parent
+SMOKE = {"spec": str(HERE / "specs" / "matmul_smoke_t1.json"), "repeats": 1}  # 2 configurations
 
 
 def kernel_tuner_run(problem, backend: str, repeats: int, device: int) -> tuple[float, dict, list[dict]]:
@@ -44,6 +45,7 @@ def kernel_tuner_run(problem, backend: str, repeats: int, device: int) -> tuple[
     source = spec.source.read_text() if isinstance(spec.source, Path) else spec.source
     tune_params = {p.name: list(p.values) for p in problem.space.params}
     grid = spec.grid_div or ((spec.block_size_names[0],), (spec.block_size_names[1],), (spec.block_size_names[2],))
+    grid = tuple(grid) + ((),) * (3 - len(grid))  # a 1-D kernel names one grid divisor
     kw = dict(grid_div_x=list(grid[0]) or None, grid_div_y=list(grid[1]) or None,
               grid_div_z=list(grid[2]) or None)
     restrictions = [c for c in problem.space.constraint_texts if isinstance(c, str)] or None
@@ -60,17 +62,17 @@ def kernel_tuner_run(problem, backend: str, repeats: int, device: int) -> tuple[
     return wall, {k: best[k] for k in tune_params} | {"time_ms": best["time"]}, ok
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("spec", help="T1 .json file or problem .py file")
+def main(argv: list[str] | None = None) -> None:
+    ap = study_parser("vs_kernel_tuner", __doc__.splitlines()[0])
+    ap.add_argument("spec", nargs="?", default=str(HERE / "specs" / "matmul_pocl_t1.json"),
+                    help="T1 .json file or problem .py file (default: the PoCL matmul of the committed run)")
     ap.add_argument("--backend", choices=("opencl", "cuda"), default="opencl")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--discard-factor", type=float, default=2.0,
                     help="adaptune's racing factor (0: every configuration gets every repeat, as Kernel Tuner)")
     ap.add_argument("--db", help="keep adaptune's database here (default: a temporary file)")
-    args = ap.parse_args()
+    args = parse_study_args(ap, argv, smoke=SMOKE)
 
     problem = load_problem(args.spec, backend=args.backend)
     # Neither tool may profit from the other's (or an earlier run's) compiled binaries: PoCL's kernel
@@ -92,11 +94,11 @@ def main() -> None:
     ours_by_key = {tuple(r.config[n] for n in names): r.time_ms for r in ours.results if r.ok}
     ours_best_key = tuple(ours.best[n] for n in names)
     kt_best_key = tuple(kt_best[n] for n in names)
-    commit = os.environ.get("ADAPTUNE_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    meta = run_metadata(device=ours.device.name)
+    commit = meta["commit"]
     row = {
         "problem": problem.name, "backend": args.backend, "device": ours.device.name,
-        "date": dt.date.today().isoformat(), "commit": commit, "repeats": args.repeats,
+        "date": meta["date"][:10], "commit": commit, "repeats": args.repeats,
         "valid_configs": len(problem.space), "discard_factor": args.discard_factor or None,
         "adaptune": {"wall_s": ours_wall, "evaluated": ours.evaluated, "failed": ours.failed,
                      "best": ours.best, "best_time_ms": ours.best_time_ms,
@@ -117,11 +119,8 @@ def main() -> None:
     print(f"wall ratio adaptune/KT = {row['wall_ratio']:.3f}; same best: {same}; "
           f"KT timed our best at {noise:.3f}x its own best")
 
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     stem = f"vs_kernel_tuner_{args.backend}"
-    (out / f"{stem}.json").write_text(json.dumps(row, indent=2, default=_jsonable))
-    (out / f"{stem}.md").write_text(
+    write_results(args.out, stem, json.loads(json.dumps(row, default=_jsonable)), metadata=meta, table=(
         f"# adaptune vs Kernel Tuner — brute force, {problem.name}, {args.backend}\n\n"
         f"Device: {row['device']} · date {row['date']} · commit {commit} · {args.repeats} repeats · "
         f"{row['valid_configs']} valid configurations · adaptune racing factor {args.discard_factor or 'off'} "
@@ -132,8 +131,8 @@ def main() -> None:
         f"| Kernel Tuner 1.5 | {k['wall_s']:.1f} | {k['best_time_ms']:.4f} | {kt_best} |\n\n"
         f"Wall-time ratio adaptune / Kernel Tuner: **{row['wall_ratio']:.3f}**. Same best configuration: {same}; "
         f"Kernel Tuner's own timing of adaptune's best is {noise:.3f}x its best.\n"
-        f"Command: `python benchmarks/vs_kernel_tuner.py {args.spec} --backend {args.backend} "
-        f"--repeats {args.repeats} --discard-factor {args.discard_factor}`\n")
+        f"Command: `python -m benchmarks.vs_kernel_tuner.run {args.spec} --backend {args.backend} "
+        f"--repeats {args.repeats} --discard-factor {args.discard_factor}`\n"))
 
 
 def _jsonable(x):

@@ -20,9 +20,10 @@ from typing import Any
 import numpy as _np
 
 from adaptune.lang import ops as _ops
-from adaptune.lang.array import LazyArray, apply, asarray, dot, mean, reduce
-from adaptune.lang.fallback import FallbackWarning, eager
+from adaptune.lang.array import LazyArray, apply, asarray, divmod_, dot, eager, matmul, mean, reduce
+from adaptune.lang.eager import FallbackWarning
 from adaptune.lang.ir import Scalar, View, check_dtype
+from adaptune.lang.jit import jit
 from adaptune.lang.session import FlushStats, session, use_runtime
 
 ndarray = LazyArray
@@ -35,7 +36,7 @@ dtype = _np.dtype
 __all__ = ["FallbackWarning", "FlushStats", "LazyArray", "ndarray", "array", "asarray", "asnumpy", "flush",
            "last_flush", "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
            "arange", "linspace", "where", "sum", "prod", "max", "min", "amax", "amin", "mean", "any", "all",
-           "dot", "matmul", "reshape", "transpose", "random", "use_device"]
+           "dot", "matmul", "divmod", "jit", "reshape", "transpose", "random", "use_device"]
 
 
 def flush() -> FlushStats:
@@ -72,6 +73,9 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> LazyArray:
     shp = _shape(shape)
     if _builtins.any(n < 0 for n in shp):
         raise ValueError("negative dimensions are not allowed")
+    if isinstance(fill_value, LazyArray) or _np.ndim(fill_value) > 0:  # an array of fill values, broadcast
+        fill = asarray(fill_value)
+        return fill.astype(dtype if dtype is not None else fill.dtype).broadcast_to(shp).copy()
     dt = check_dtype(dtype if dtype is not None else _np.asarray(fill_value).dtype)
     node = View(Scalar(fill_value, dt), shp, (0,) * len(shp), 0)
     return LazyArray.wrap(_fill(node))
@@ -152,7 +156,7 @@ def all(a: Any, axis: Any = None, keepdims: bool = False) -> LazyArray:  # noqa:
     return reduce("logical_and", a, axis, keepdims=keepdims)
 
 
-matmul = dot
+divmod = divmod_  # noqa: A001
 
 
 def reshape(a: Any, shape: Any) -> LazyArray:
@@ -214,15 +218,24 @@ random = _Random()
 
 
 def __getattr__(name: str) -> Any:
-    """Any other NumPy function: run eagerly, after one warning naming it."""
+    """Any other NumPy function: run eagerly, after one warning naming it (lazy arrays may sit anywhere in
+    its arguments: lists, tuples, keywords, ``out=``)."""
     target = getattr(_np, name, None)
     if callable(target):
         def fallback(*args: Any, **kwargs: Any) -> Any:
-            def call(*a: Any) -> Any:
-                xp = session().runtime.xp
-                return getattr(xp, name)(*a, **kwargs)
-            return eager(name, call, *args)
+            return eager(name, _xp_function(name), *args, **kwargs)
 
         fallback.__name__ = name
+        fallback.__doc__ = f"``numpy.{name}``, run eagerly (not compiled by adaptune)."
         return fallback
     raise AttributeError(f"module 'adaptune.numpy' has no attribute {name!r}")
+
+
+def _xp_function(name: str) -> Any:
+    """``name`` from the device's array module; a clear error where CuPy lacks it."""
+    xp = session().runtime.xp
+    fn = getattr(xp, name, None)
+    if fn is None:
+        raise NotImplementedError(f"adaptune.numpy: {name} is not supported on this device "
+                                  f"({xp.__name__} has no {name})")
+    return fn

@@ -9,11 +9,16 @@ from pathlib import Path
 import pytest
 
 from benchmarks.harness import (
+    device_tag,
+    example_module,
+    finish_study,
     markdown_table,
     output_stem,
+    parse_study_args,
     plot_bars,
     plot_lines,
     run_metadata,
+    study_meta,
     study_parser,
     summarize,
     time_device,
@@ -37,6 +42,18 @@ def test_time_host_runs_sync_inside_each_sample():
     synced = []
     time_host(lambda: None, warmup=0, repeats=4, sync=lambda: synced.append(1))
     assert len(synced) == 4
+
+
+def test_time_host_budget_stops_after_three_samples():
+    calls = []
+    result = time_host(lambda: calls.append(1), warmup=0, repeats=50, budget_s=0.0)
+    assert len(result["samples"]) == 3 and len(calls) == 3
+
+
+def test_time_host_setup_runs_before_every_sample_outside_the_clock():
+    events = []
+    time_host(lambda: events.append("call"), warmup=1, repeats=3, setup=lambda: events.append("setup"))
+    assert events == ["setup", "call"] * 4
 
 
 def test_time_host_rejects_zero_repeats():
@@ -116,3 +133,43 @@ def test_study_parser_defaults_outside_results(monkeypatch):
 def test_output_stem_names_device():
     assert output_stem("gpu_suite", "NVIDIA H100 80GB HBM3") == "gpu_suite_nvidia_h100_80gb_hbm3"
     assert output_stem("gpu_suite", "pocl-cpu") == "gpu_suite_pocl_cpu"
+
+
+def test_write_results_keeps_a_finished_report_title(tmp_path):
+    write_results(tmp_path, "r", {"v": 1}, table="# My study\n\n| a |\n|---|\n| 1 |\n",
+                  metadata={"commit": "c0ffee"})
+    lines = (tmp_path / "r.md").read_text().splitlines()
+    assert lines[0] == "# My study" and lines[2].startswith("Commit c0ffee") and "| 1 |" in lines
+
+
+def test_smoke_profile_overrides_only_defaults():
+    parser = study_parser("s")
+    parser.add_argument("--repeats", type=int, default=25)
+    parser.add_argument("--cap", type=int, default=400)
+    args = parse_study_args(parser, ["--profile", "smoke", "--cap", "7"], smoke={"repeats": 2, "cap": 10})
+    assert (args.repeats, args.cap) == (2, 7)
+    assert parse_study_args(parser, [], smoke={"repeats": 2}).repeats in (2, 25)  # env may pick smoke
+    assert parse_study_args(parser, ["--profile", "regular"], smoke={"repeats": 2}).repeats == 25
+
+
+def test_device_tag_names_the_device_not_the_study():
+    assert device_tag("NVIDIA H100 80GB HBM3") == "h100"
+    assert device_tag("NVIDIA H200") == "h200"
+    assert device_tag("pthread-AMD EPYC 7B13") == "pocl"
+    assert device_tag("opencl") == "pocl"
+    assert device_tag("Radeon Pro X") == "radeon_pro_x"
+
+
+def test_finish_study_writes_report_chart_and_prints(tmp_path, capsys):
+    drawn = []
+    data = {"score": 0.9}
+    path = finish_study(tmp_path, "s_pocl", data, markdown=lambda d: f"# S\n\nscore {d['score']}\n",
+                        plot=lambda d, png: drawn.append(png.name), meta=study_meta("benchmarks.s.run", 0.0, []))
+    assert path == tmp_path / "s_pocl.json" and drawn == ["s_pocl.png"]
+    assert data["meta"]["command"] == "python -m benchmarks.s.run " and data["meta"]["seconds"] > 0
+    assert "score 0.9" in capsys.readouterr().out
+
+
+def test_example_module_loads_an_examples_problem_file():
+    module = example_module("vector_add")
+    assert module.problem_small.name.startswith("vector_add")

@@ -1,6 +1,6 @@
 """Write the T1 files of the side-by-side benchmark (vs Kernel Tuner): the matmul example on smaller spaces.
 
-    python benchmarks/specs/make_bench_t1.py
+    python benchmarks/vs_kernel_tuner/specs/make_bench_t1.py
 
 Brute force must finish for both tools inside one run, so the spaces are a few hundred configurations:
 `matmul_pocl_t1.json` (256^3 on a CPU through PoCL) and `matmul_h100_t1.json` (4096^3 on a GPU).
@@ -50,7 +50,7 @@ def documents() -> dict[str, dict]:
                             constants, [size, size],
                             (["block_size_x", "tile_size_x"], ["block_size_y", "tile_size_y"]), args, [])
         kernel = "kernel.cl" if lang == "opencl" else "kernel.cu"
-        doc["KernelSpecification"]["KernelFile"] = f"../../examples/matmul/{kernel}"
+        doc["KernelSpecification"]["KernelFile"] = f"../../../examples/matmul/{kernel}"
         out[file] = doc
     return out
 

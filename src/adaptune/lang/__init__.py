@@ -7,7 +7,7 @@ The subpackage ``ndp`` holds Surge's nested data-parallel operators, schedules a
 """
 
 from adaptune.lang.array import LazyArray
-from adaptune.lang.fallback import FallbackWarning
+from adaptune.lang.eager import FallbackWarning
 from adaptune.lang.session import FlushStats
 
 __all__ = ["FallbackWarning", "FlushStats", "LazyArray"]

@@ -1,4 +1,4 @@
-"""``LazyArray``: NumPy's array interface over the recorded trace.
+"""``LazyArray``: NumPy's array interface over the recorded trace, and the eager path for the rest of NumPy.
 
 An array is a view (shape, strides, offset, in elements) of a :class:`~adaptune.lang.session.Base`,
 whose current version is an IR node. Operations build nodes and return new arrays immediately; nothing
@@ -10,14 +10,16 @@ NumPy's own exception types.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from adaptune.lang import ops
+from adaptune.lang.eager import cupy_tricks, warn_once
 from adaptune.lang.ir import (
     SUPPORTED_SET,
     Buffer,
@@ -106,6 +108,7 @@ class LazyArray:
     def get(self) -> np.ndarray:
         """The value as a NumPy array (flushes the pending trace)."""
         sess = session()
+        sess.reads += 1
         if not isinstance(self.base.node, Buffer):
             sess.flush()
         bnode = self.base.node
@@ -158,10 +161,7 @@ class LazyArray:
     # ------------------------------------------------------------------------ views
 
     def __getitem__(self, key: Any) -> LazyArray:
-        if isinstance(key, LazyArray | np.ndarray | list) or (
-                isinstance(key, tuple) and any(isinstance(k, LazyArray | np.ndarray | list) for k in key)):
-            from adaptune.lang.fallback import eager
-
+        if _advanced(key):
             return eager("advanced indexing", lambda a, k: a[k], self, key)
         if key is Ellipsis:  # a[...]: the same view (the common target of an update)
             return LazyArray(self.base, self.shape, self.strides, self.offset, self.region, self.vdims)
@@ -235,10 +235,7 @@ class LazyArray:
                          tuple(vdims) if region is not None else None)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if isinstance(key, LazyArray | np.ndarray | list) or (
-                isinstance(key, tuple) and any(isinstance(k, LazyArray | np.ndarray | list) for k in key)):
-            from adaptune.lang.fallback import eager_setitem
-
+        if _advanced(key):
             eager_setitem(self, key, value)
             return
         target = self[key]
@@ -257,7 +254,7 @@ class LazyArray:
         if val is not None:
             if val.shape != target.shape:
                 try:
-                    if np.broadcast_shapes(val.shape, target.shape) != target.shape:
+                    if broadcast_shapes(val.shape, target.shape) != target.shape:
                         raise ValueError
                 except ValueError:
                     raise ValueError(f"could not broadcast input array from shape {val.shape} into shape "
@@ -277,8 +274,6 @@ class LazyArray:
         elif nested_view(target.shape, target.strides):
             new = Update(base.node, (), (), vnode, strided=(target.strides, target.offset))
         else:
-            from adaptune.lang.fallback import eager_setitem
-
             eager_setitem(self, key, value)
             return
         base.node = new
@@ -288,7 +283,7 @@ class LazyArray:
         shape = tuple(shape)
         if shape == self.shape:
             return self
-        np.broadcast_shapes(self.shape, shape)  # NumPy's ValueError on mismatch
+        broadcast_shapes(self.shape, shape)  # NumPy's ValueError on mismatch
         lead = len(shape) - self.ndim
         if lead < 0:
             raise ValueError(f"cannot broadcast a non-scalar to a scalar array: {self.shape} -> {shape}")
@@ -351,7 +346,7 @@ class LazyArray:
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if method == "__call__" and not kwargs:
-            return apply(ufunc.__name__, *inputs)
+            return divmod_(*inputs) if ufunc.__name__ == "divmod" else apply(ufunc.__name__, *inputs)
         out = kwargs.get("out")
         if method == "__call__" and set(kwargs) == {"out"} and isinstance(out, tuple) and len(out) == 1 \
                 and isinstance(out[0], LazyArray):
@@ -359,9 +354,7 @@ class LazyArray:
             return out[0]
         if method == "reduce" and ufunc.__name__ in ops.REDUCTIONS and set(kwargs) <= {"axis", "keepdims"}:
             return reduce(ufunc.__name__, inputs[0], kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
-        from adaptune.lang.fallback import eager
-
-        return eager(f"{ufunc.__name__}.{method}", lambda *a: getattr(ufunc, method)(*a, **kwargs), *inputs)
+        return eager(f"{ufunc.__name__}.{method}", getattr(ufunc, method), *inputs, **kwargs)
 
     def __add__(self, o): return apply("add", self, o)  # noqa: E704
     def __radd__(self, o): return apply("add", o, self)  # noqa: E704
@@ -375,6 +368,8 @@ class LazyArray:
     def __rfloordiv__(self, o): return apply("floor_divide", o, self)  # noqa: E704
     def __mod__(self, o): return apply("remainder", self, o)  # noqa: E704
     def __rmod__(self, o): return apply("remainder", o, self)  # noqa: E704
+    def __divmod__(self, o): return divmod_(self, o)  # noqa: E704
+    def __rdivmod__(self, o): return divmod_(o, self)  # noqa: E704
     def __pow__(self, o): return _power(self, o)  # noqa: E704
     def __rpow__(self, o): return apply("power", o, self)  # noqa: E704
     def __neg__(self): return apply("negative", self)  # noqa: E704
@@ -392,8 +387,8 @@ class LazyArray:
     def __ge__(self, o): return apply("greater_equal", self, o)  # noqa: E704
     def __eq__(self, o): return apply("equal", self, o)  # noqa: E704
     def __ne__(self, o): return apply("not_equal", self, o)  # noqa: E704
-    def __matmul__(self, o): return dot(self, o)  # noqa: E704
-    def __rmatmul__(self, o): return dot(o, self)  # noqa: E704
+    def __matmul__(self, o): return matmul(self, o)  # noqa: E704
+    def __rmatmul__(self, o): return matmul(o, self)  # noqa: E704
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like ndarray
 
@@ -405,6 +400,8 @@ class LazyArray:
     def __isub__(self, o): return self._inplace("subtract", o)  # noqa: E704
     def __imul__(self, o): return self._inplace("multiply", o)  # noqa: E704
     def __itruediv__(self, o): return self._inplace("true_divide", o)  # noqa: E704
+    def __ifloordiv__(self, o): return self._inplace("floor_divide", o)  # noqa: E704
+    def __imod__(self, o): return self._inplace("remainder", o)  # noqa: E704
 
     # ------------------------------------------------------------------------ reductions
 
@@ -430,6 +427,35 @@ class LazyArray:
         return mean(self, axis, dtype=dtype, keepdims=keepdims)
 
 
+_INDEX_ARRAYS = (LazyArray, np.ndarray, list)
+
+
+def _advanced(key: Any) -> bool:
+    """True for keys only the eager path handles (integer or boolean arrays, lists, in a tuple too)."""
+    if isinstance(key, _INDEX_ARRAYS):
+        return True
+    if type(key) is tuple:
+        for k in key:
+            if isinstance(k, _INDEX_ARRAYS):
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=4096)
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """``np.broadcast_shapes`` for shape tuples, cached: NumPy's builds arrays per call (several us, on every
+    recorded operation over differently shaped operands); NumPy's own error on a mismatch."""
+    if len(set(shapes)) == 1:
+        return shapes[0]
+    out: list[int] = []
+    for dims in itertools.zip_longest(*[s[::-1] for s in shapes], fillvalue=1):
+        sizes = set(dims) - {1}
+        if len(sizes) > 1:
+            return np.broadcast_shapes(*shapes)  # raises NumPy's ValueError
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out[::-1])
+
+
 @functools.lru_cache(maxsize=4096)
 def _whole(shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[tuple[int, int, int], ...], tuple[int, ...]]:
     return contiguous_strides(shape), tuple((0, 1, n) for n in shape), tuple(range(len(shape)))
@@ -443,12 +469,12 @@ def _ordered(vdims: tuple[int, ...]) -> bool:
 def _reshape_shape(size: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     if shape.count(-1) > 1:
         raise ValueError("can only specify one unknown dimension")
-    known = int(np.prod([s for s in shape if s != -1]))
+    known = math.prod([s for s in shape if s != -1])
     if -1 in shape:
         if known == 0 or size % known:
             raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
         shape = tuple(size // known if s == -1 else s for s in shape)
-    if int(np.prod(shape)) != size:
+    if math.prod(shape) != size:
         raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
     return shape
 
@@ -496,8 +522,6 @@ def _operand(o: Any) -> Any:
 def apply(name: str, *operands: Any) -> LazyArray:
     """Record ``np.<name>(*operands)`` element-wise (broadcasting, NumPy's dtype rules); eager if unknown."""
     if name not in ops.UFUNCS:
-        from adaptune.lang.fallback import eager
-
         return eager(name, getattr(np, name), *operands)
     ops_in = [_operand(o) for o in operands]
     keys = [o.dtype if isinstance(o, LazyArray) else np.dtype(type(o)) if isinstance(o, np.generic) else o
@@ -507,11 +531,9 @@ def apply(name: str, *operands: Any) -> LazyArray:
         check_dtype(out)
     kinds = ops.UFUNCS[name][2]
     if compute.kind not in kinds and not (compute.kind == "b" and name in ops.BOOL_OPS):
-        from adaptune.lang.fallback import eager
-
         return eager(f"{name} on {compute.name}", getattr(np, name), *ops_in)
     shapes = [o.shape for o in ops_in if isinstance(o, LazyArray)]
-    shape = shapes[0] if shapes and all(s == shapes[0] for s in shapes) else np.broadcast_shapes(*shapes)
+    shape = shapes[0] if len(shapes) == 1 else broadcast_shapes(*shapes)
     children: list[Node] = []
     for o in ops_in:
         if isinstance(o, LazyArray):
@@ -519,6 +541,11 @@ def apply(name: str, *operands: Any) -> LazyArray:
         else:
             children.append(Scalar(o, o.dtype if isinstance(o, np.generic) else compute))
     return LazyArray.wrap(Map(name, tuple(children), shape, out, compute))
+
+
+def divmod_(a: Any, b: Any) -> tuple[LazyArray, LazyArray]:
+    """``np.divmod``: floor quotient and remainder, recorded together (one fused kernel computes both)."""
+    return apply("floor_divide", a, b), apply("remainder", a, b)
 
 
 def _power(a: LazyArray, o: Any) -> LazyArray:
@@ -559,7 +586,7 @@ def reduce(op: str, a: Any, axis: Any = None, dtype: Any = None, keepdims: bool 
     if op in ("logical_or", "logical_and"):
         src = Map("cast", (src,), src.shape, np.dtype(np.bool_), src.dtype) if src.dtype != np.bool_ else src
         out_dt = np.dtype(np.bool_)
-    length = int(np.prod([a.shape[d] for d in axes]))
+    length = math.prod([a.shape[d] for d in axes])
     if length == 0 and op in ("maximum", "minimum"):
         raise ValueError(f"zero-size array to reduction operation {op} which has no identity")
     if not axes:
@@ -574,14 +601,115 @@ def reduce(op: str, a: Any, axis: Any = None, dtype: Any = None, keepdims: bool 
 def mean(a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> LazyArray:
     a = a if isinstance(a, LazyArray) else asarray(a)
     axes = normalize_axes(axis, a.ndim)
-    count = int(np.prod([a.shape[d] for d in axes]))
+    count = math.prod([a.shape[d] for d in axes])
     acc = dtype or (np.float64 if a.dtype.kind in "biu" else a.dtype)
     total = reduce("add", a, axis, dtype=acc, keepdims=keepdims)
     return apply("true_divide", total, float(count)) if count else apply("multiply", total, float("nan"))
 
 
 def dot(a: Any, b: Any) -> LazyArray:
-    """Matrix product through the vendor library (cuBLAS via CuPy; NumPy's BLAS on the OpenCL device)."""
-    from adaptune.lang.fallback import library
+    """``np.dot`` through the vendor library (cuBLAS via CuPy; NumPy's BLAS on the OpenCL device); a scalar
+    operand multiplies, as in NumPy."""
+    if _ndim(a) == 0 or _ndim(b) == 0:
+        return apply("multiply", a, b)
+    return library("dot", lambda x, y: session().runtime.xp.dot(x, y), a, b)
 
+
+def matmul(a: Any, b: Any) -> LazyArray:
+    """``a @ b`` through the vendor library (cuBLAS via CuPy; NumPy's BLAS on the OpenCL device)."""
     return library("matmul", lambda x, y: x @ y, a, b)
+
+
+def _ndim(v: Any) -> int:
+    return v.ndim if isinstance(v, LazyArray) else np.ndim(v)
+
+
+# ---------------------------------------------------------------------------- eager fallback (array level)
+
+
+def _xp_value(a: LazyArray) -> Any:
+    """``a``'s value as an array of the device's array module (CuPy on CUDA, NumPy on OpenCL); flushes."""
+    sess = session()
+    sess.reads += 1
+    if not isinstance(a.base.node, Buffer):
+        sess.flush()
+    bnode = a.base.node
+    return sess.runtime.as_xp(bnode.data, a.shape, a.strides, a.offset, a.dtype)
+
+
+def _to_xp(obj: Any, cuda: bool) -> Any:
+    """Every lazy array inside ``obj`` (nested lists, tuples, dicts) as an array-module value; on CUDA host
+    arrays are moved to the device too, so CuPy receives what NumPy would."""
+    if isinstance(obj, LazyArray):
+        return _xp_value(obj)
+    if type(obj) is list or type(obj) is tuple:
+        return type(obj)(_to_xp(o, cuda) for o in obj)
+    if type(obj) is dict:
+        return {k: _to_xp(v, cuda) for k, v in obj.items()}
+    if cuda and isinstance(obj, np.ndarray):
+        return _cupy().asarray(obj)
+    return obj
+
+
+def _cupy() -> Any:
+    import cupy  # optional: only reached on a CUDA session, which needs CuPy (extra ``cuda``)
+
+    return cupy
+
+
+def _wrap(result: Any) -> Any:
+    """Arrays (and NumPy scalars, as 0-d arrays) become lazy arrays, inside tuples and lists too; Python
+    values (``np.ndim``'s int, ``np.shape``'s tuple of ints) are returned as NumPy returns them."""
+    if type(result) is tuple or type(result) is list:
+        return type(result)(_wrap(r) for r in result)
+    if isinstance(result, np.generic):
+        return asarray(np.asarray(result))
+    if isinstance(result, np.ndarray) or type(result).__module__.startswith("cupy"):
+        return asarray(result)
+    return result
+
+
+def eager(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Warn once, then compute ``fn(*args, **kwargs)`` with the device's array module and wrap the result."""
+    warn_once(name)
+    return library(name, fn, *args, **kwargs)
+
+
+def library(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn`` on array-module values: lazy arrays anywhere in the arguments are computed and handed over as
+    NumPy would take them; a lazy ``out=`` receives the result as a recorded write (and is returned)."""
+    out = kwargs.pop("out", None)
+    lazy_out = isinstance(out, LazyArray) or (
+        type(out) is tuple and any(isinstance(o, LazyArray) for o in out))
+    if out is not None and not lazy_out:
+        kwargs["out"] = out
+    cuda = session().runtime.kind == "cuda"
+    result = _wrap(fn(*_to_xp(args, cuda), **_to_xp(kwargs, cuda)))
+    if not lazy_out:
+        return result
+    outs, results = (out, result) if type(out) is tuple else ((out,), (result,))
+    for o, r in zip(outs, results, strict=True):
+        if o is not None:
+            o[...] = r
+    return out
+
+
+def eager_setitem(target: LazyArray, key: Any, value: Any) -> None:
+    """``target[key] = value`` for keys the trace cannot express (arrays, masks, transposed views)."""
+    warn_once("setitem with this index")
+    sess = session()
+    sess.reads += 1
+    base = target.base
+    if not isinstance(base.node, Buffer):
+        sess.flush()
+    bnode = base.node
+    rt = sess.runtime
+    whole = rt.as_xp(bnode.data, bnode.shape, contiguous_strides(bnode.shape), 0, bnode.dtype)
+    whole = np.array(whole) if rt.kind == "opencl" else whole.copy()  # the old buffer may be shared
+    item = whole.dtype.itemsize
+    flat = whole.reshape(-1)
+    view = (np.lib.stride_tricks if rt.kind == "opencl" else cupy_tricks()).as_strided(
+        flat[target.offset:], target.shape, tuple(s * item for s in target.strides))
+    cuda = rt.kind == "cuda"
+    view[_to_xp(key, cuda)] = _to_xp(value, cuda)
+    base.node = asarray(whole).base.node

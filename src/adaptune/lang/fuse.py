@@ -37,6 +37,9 @@ from adaptune.lang.ir import (
 )
 from adaptune.lang.runtime import Runtime, storage_dtype
 
+SCRATCH_POOL_BYTES = 1 << 20  # intermediates up to this size stay allocated with their plan (reused by every
+# flush of it: on one in-order queue a flush's kernels run after the previous flush's); larger ones are
+# allocated per flush (their kernels take long enough that an allocation does not show)
 MAX_FUSED_REDUCTIONS = 4  # accumulators per reduction kernel (shared memory: one block-sized array each)
 SHARED_INLINE_LIMIT = 24  # a node used by several consumers is recomputed only if it is this small
 
@@ -144,7 +147,9 @@ class Plan:
     inplace: int = 0
     # prepared by ``prepare``: what a cache hit executes (see ``run``)
     fast: list[tuple] = field(default_factory=list)
-    tmp_none: list[None] = field(default_factory=list)
+    tmp_init: list[Any] | None = None  # the temporaries' starting values (pooled scratch, else None); None
+    # until the scratch is allocated
+    scratch: list[tuple[int, int, np.dtype]] = field(default_factory=list)  # (temporary, n, dtype) to pool
     root_vals: list[int] = field(default_factory=list)
 
 
@@ -153,7 +158,9 @@ def prepare(plan: Plan) -> Plan:
     the value list, the argument tuples and the device buffers: per step the raw launcher, the (grid,) and
     (block,) tuples, an ``itemgetter`` that forms the argument tuple from the flush's value list in one C
     call, and the outputs to allocate. The value list is [leaf buffers..., scalar arguments..., temporaries...].
-    Call again after changing a step's geometry (the work-group tuner does)."""
+    Small intermediates (temporaries no root returns: reduction partials, a shared subexpression) come from
+    the plan's scratch pool instead of an allocation per flush. Call again after changing a step's geometry
+    (the work-group tuner does)."""
     n_leaf = len(plan.leaf_slots)
     index_in = {p: i for i, p in enumerate(plan.leaf_slots)}
     index_in.update({p: n_leaf + j for j, p in enumerate(plan.scalar_slots)})
@@ -162,14 +169,23 @@ def prepare(plan: Plan) -> Plan:
     def vi(kind: str, slot: int) -> int:
         return index_in[slot] if kind == "in" else base + slot
 
-    fast = []
+    returned = {s for s in plan.root_slots if s >= 0}
+    fast, scratch = [], []
     for step in plan.steps:
-        outs = tuple((vi(kind, slot), n, dtype) for kind, slot, n, dtype in step.outputs if kind == "tmp")
+        outs = []
+        for kind, slot, n, dtype in step.outputs:
+            if kind != "tmp":
+                continue
+            if slot not in returned and n * dtype.itemsize <= SCRATCH_POOL_BYTES:
+                scratch.append((slot, n, dtype))
+            else:
+                outs.append((vi(kind, slot), n, dtype))
         idx = [vi(k, s) for k, s in step.args] + [vi(k, s) for k, s, _, _ in step.outputs]
         getter = itemgetter(*idx) if len(idx) > 1 else _single(idx[0])
-        fast.append((step.fn if step.grid else None, (int(step.grid),), (int(step.block),), getter, outs))
+        fast.append((step.fn if step.grid else None, (int(step.grid),), (int(step.block),), getter, tuple(outs)))
     plan.fast = fast
-    plan.tmp_none = [None] * plan.n_tmp
+    plan.scratch = scratch
+    plan.tmp_init = None if scratch else [None] * plan.n_tmp  # scratch: allocated at the first launch
     plan.root_vals = [base + s if s >= 0 else index_in[-1 - s] for s in plan.root_slots]
     return plan
 
@@ -498,15 +514,11 @@ def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = N
     vals = [order[i].data for i in plan.leaf_slots]  # type: ignore[attr-defined]
     if plan.scalar_slots:
         vals += [order[i].arg for i in plan.scalar_slots]  # type: ignore[attr-defined]
-    vals += plan.tmp_none
-    alloc = runtime.alloc
     if record is None:
-        for fn, grid, block, getter, outs in plan.fast:
-            for i, n, dtype in outs:
-                vals[i] = alloc(n, dtype)
-            if fn is not None:
-                fn(grid, block, getter(vals))
-        return [vals[i] for i in plan.root_vals]
+        return launch(plan, vals, runtime)
+    init = plan.tmp_init
+    vals += init if init is not None else _pool(plan, runtime)
+    alloc = runtime.alloc
     for step, (fn, grid, block, getter, outs) in zip(plan.steps, plan.fast, strict=True):
         for i, n, dtype in outs:
             vals[i] = alloc(n, dtype)
@@ -515,3 +527,27 @@ def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = N
             fn(grid, block, tuple(args))
         record.append((step, args))
     return [vals[i] for i in plan.root_vals]
+
+
+def launch(plan: Plan, vals: list[Any], runtime: Runtime) -> list[Any]:
+    """The cache-hit path: ``vals`` = [leaf buffers..., scalar arguments...] in the plan's slot order (a
+    replayed trace binds them without walking a graph); allocates the temporaries, launches, returns the
+    roots' buffers."""
+    init = plan.tmp_init
+    vals += init if init is not None else _pool(plan, runtime)
+    alloc = runtime.alloc
+    for fn, grid, block, getter, outs in plan.fast:
+        for i, n, dtype in outs:
+            vals[i] = alloc(n, dtype)
+        if fn is not None:
+            fn(grid, block, getter(vals))
+    return [vals[i] for i in plan.root_vals]
+
+
+def _pool(plan: Plan, runtime: Runtime) -> list[Any]:
+    """Allocate the plan's scratch intermediates once; the temporaries' starting values from then on."""
+    init: list[Any] = [None] * plan.n_tmp
+    for slot, n, dtype in plan.scratch:
+        init[slot] = runtime.alloc(n, dtype)
+    plan.tmp_init = init
+    return init

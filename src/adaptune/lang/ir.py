@@ -92,7 +92,8 @@ class Buffer(Node):
     __slots__ = ("data", "owned")
 
     def __init__(self, data: Any, shape: tuple[int, ...], dtype: np.dtype, owned: bool = False) -> None:
-        super().__init__(shape, dtype)
+        self.shape, self.dtype, self.children, self._key = shape, dtype, (), None  # (Node.__init__, inlined:
+        # nodes are built on every recorded operation and every flush)
         self.data = data
         self.owned = owned
 
@@ -106,13 +107,17 @@ class Buffer(Node):
             self._key = None
 
 
+_SCALAR_KEYS: dict[np.dtype, tuple] = {}
+
+
 class Scalar(Node):
     """A host scalar passed as a kernel argument (so a changing value never recompiles)."""
 
     __slots__ = ("value", "arg")
 
     def __init__(self, value: Any, dtype: np.dtype) -> None:
-        super().__init__((), dtype)
+        self.shape, self.dtype, self.children = (), dtype, ()
+        self._key = _SCALAR_KEYS.get(dtype) or _SCALAR_KEYS.setdefault(dtype, ("scalar", dtype.char))
         self.value = dtype.type(value)
         self.arg = np.uint8(self.value) if dtype.kind == "b" else self.value  # what a kernel receives
 
@@ -126,7 +131,7 @@ class View(Node):
     __slots__ = ("strides", "offset", "bcast")
 
     def __init__(self, src: Node, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
-        super().__init__(shape, src.dtype, (src,))
+        self.shape, self.dtype, self.children, self._key = shape, src.dtype, (src,), None
         self.strides = strides
         self.offset = offset
         self.bcast = is_broadcast_view(src.shape, shape, strides, offset)
@@ -145,7 +150,7 @@ class Map(Node):
 
     def __init__(self, op: str, inputs: tuple[Node, ...], shape: tuple[int, ...], dtype: np.dtype,
                  compute: np.dtype) -> None:
-        super().__init__(shape, dtype, inputs)
+        self.shape, self.dtype, self.children, self._key = shape, dtype, inputs, None
         self.op = op
         self.compute = compute
 

@@ -15,14 +15,58 @@ import numpy as np
 # C math functions named alike in CUDA and OpenCL; CUDA's float32 versions carry an "f" suffix.
 MATH_FUNCS = ("sqrt", "exp", "log", "log2", "log10", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
               "cosh", "tanh", "erf", "expm1", "log1p", "floor", "ceil", "fabs", "rint", "trunc", "pow",
-              "atan2", "fmod", "cbrt", "exp2")
+              "atan2", "fmod", "cbrt", "exp2", "copysign")
 
 
 def prelude() -> str:
-    """Macros that make one generated text valid CUDA and OpenCL C (float32 vs float64 math names)."""
+    """Macros that make one generated text valid CUDA and OpenCL C (float32 vs float64 math names), and the
+    helpers for NumPy's floor division and remainder (their semantics need more than one expression)."""
     cuda = "\n".join(f"#define AT_{f}_f {f}f\n#define AT_{f}_d {f}" for f in MATH_FUNCS)
     ocl = "\n".join(f"#define AT_{f}_f {f}\n#define AT_{f}_d {f}" for f in MATH_FUNCS)
-    return f"#ifdef ADAPTUNE_CUDA\n{cuda}\n#else\n{ocl}\n#endif\n"
+    return f"#ifdef ADAPTUNE_CUDA\n{cuda}\n#else\n{ocl}\n#endif\n{_division_helpers()}"
+
+
+@functools.cache
+def _division_helpers() -> str:
+    """``at_floor_divide_<t>`` and ``at_remainder_<t>`` per C type, with NumPy's semantics: floats follow
+    ``npy_divmod`` (the quotient rounded so that ``div * b + mod == a``; ``x // 0`` is inf or nan, ``x % 0``
+    nan); integers round toward minus infinity, the remainder takes the divisor's sign, ``x // 0 == x % 0 == 0``
+    and ``MIN // -1`` wraps to ``MIN`` (C leaves both undefined). Double helpers only where the device has
+    doubles."""
+    out = []
+    for t, sfx in (("float", "f"), ("double", "d")):
+        body = f"""DEVICE {t} at_floor_divide_{t}({t} a, {t} b) {{
+    if (b == 0) return a / b;
+    {t} mod = AT_fmod_{sfx}(a, b);
+    {t} div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    if (div == 0) return AT_copysign_{sfx}(({t})0, a / b);
+    {t} fl = AT_floor_{sfx}(div);
+    return (div - fl > ({t})0.5) ? fl + 1 : fl;
+}}
+DEVICE {t} at_remainder_{t}({t} a, {t} b) {{
+    {t} mod = AT_fmod_{sfx}(a, b);
+    if (b == 0) return mod;
+    if (mod == 0) return AT_copysign_{sfx}(({t})0, b);
+    return ((b < 0) != (mod < 0)) ? mod + b : mod;
+}}"""
+        out.append(body if t == "float" else f"#if defined(ADAPTUNE_CUDA) || defined(cl_khr_fp64)\n{body}\n#endif")
+    for t, ut in (("i32", "u32"), ("i64", "u64")):
+        out.append(f"""DEVICE {t} at_floor_divide_{t}({t} a, {t} b) {{
+    if (b == 0) return 0;
+    if (b == -1) return ({t})(({ut})0 - ({ut})a);
+    {t} q = a / b;
+    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}}
+DEVICE {t} at_remainder_{t}({t} a, {t} b) {{
+    if (b == 0 || b == -1) return 0;
+    {t} r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}}""")
+    for t in ("u8", "u32", "u64"):
+        out.append(f"""DEVICE {t} at_floor_divide_{t}({t} a, {t} b) {{ return b == 0 ? ({t})0 : ({t})(a / b); }}
+DEVICE {t} at_remainder_{t}({t} a, {t} b) {{ return b == 0 ? ({t})0 : ({t})(a % b); }}""")
+    return "\n".join(out) + "\n"
 
 
 def fn(name: str, dtype: np.dtype) -> str:
@@ -66,12 +110,13 @@ def _sign(a: list[str], dt: np.dtype) -> str:
         f"({x} != {x} ? {x} : (({x} > 0) - ({x} < 0)))"
 
 
-def _floor_divide(a: list[str], dt: np.dtype) -> str:
-    return f"{fn('floor', dt)}({a[0]} / {a[1]})"
+def _division(name: str) -> Template:
+    """``floor_divide`` / ``remainder`` through the prelude's helper for the compute type (NumPy semantics)."""
+    return lambda a, dt: f"at_{name}_{_C_NAMES[dt.name]}({a[0]}, {a[1]})"
 
 
-def _remainder(a: list[str], dt: np.dtype) -> str:  # Python semantics: result has the divisor's sign
-    return f"({a[0]} - {fn('floor', dt)}({a[0]} / {a[1]}) * {a[1]})"
+_C_NAMES = {"float32": "float", "float64": "double", "int32": "i32", "int64": "i64", "uint8": "u8",
+            "uint32": "u32", "uint64": "u64"}
 
 
 def _square(a: list[str], dt: np.dtype) -> str:
@@ -86,7 +131,8 @@ def _reciprocal(a: list[str], dt: np.dtype) -> str:
 UFUNCS: dict[str, tuple[int, Template, str]] = {
     "add": (2, _bin("+"), "fiu"), "subtract": (2, _bin("-"), "fiu"), "multiply": (2, _bin("*"), "fiu"),
     "true_divide": (2, _bin("/"), "f"), "divide": (2, _bin("/"), "f"),
-    "floor_divide": (2, _floor_divide, "f"), "remainder": (2, _remainder, "f"), "mod": (2, _remainder, "f"),
+    "floor_divide": (2, _division("floor_divide"), "fiu"), "remainder": (2, _division("remainder"), "fiu"),
+    "mod": (2, _division("remainder"), "fiu"),
     "power": (2, _f("pow"), "f"), "arctan2": (2, _f("atan2"), "f"), "fmod": (2, _f("fmod"), "f"),
     "maximum": (2, _maximum, "fiub"), "minimum": (2, _minimum, "fiub"),
     "greater": (2, _bin(">"), "fiub"), "greater_equal": (2, _bin(">="), "fiub"), "less": (2, _bin("<"), "fiub"),

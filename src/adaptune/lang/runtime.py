@@ -134,6 +134,34 @@ class Runtime:
     def synchronize(self) -> None:
         self.device.synchronize()
 
+    # ---------------------------------------------------------------------------- CUDA graphs
+
+    @property
+    def graphs(self) -> bool:
+        """Whether launches can be captured into a graph and replayed (CUDA)."""
+        return self.kind == "cuda"
+
+    @staticmethod
+    def address(data: Any) -> int:
+        """A device buffer's address (a graph replays its kernels on the addresses it captured)."""
+        return data.data.ptr
+
+    def capture(self, launches: Any) -> Any:
+        """Record the kernels ``launches()`` issues into a CUDA graph (captured on a side stream, not run)."""
+        cp = self.device.cp
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            stream.begin_capture()
+            try:
+                launches()
+            finally:
+                graph = stream.end_capture()
+        return graph
+
+    def launch_graph(self, graph: Any) -> None:
+        """Run a captured graph on the current stream (after the work already queued there)."""
+        graph.launch(stream=self.device.cp.cuda.get_current_stream())
+
 
 class _Tupled:
     """Adapts a ``launch(grid, block, args)`` closure to the ``fn((grid,), (block,), args)`` calling form."""

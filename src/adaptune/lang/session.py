@@ -15,7 +15,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from adaptune.lang import fuse
+from adaptune.lang.eager import evaluate_eagerly
 from adaptune.lang.ir import Buffer, Node, Scalar
+from adaptune.lang.rules import default_choice
 from adaptune.lang.runtime import KernelCompileError, Runtime
 
 AUTO_FLUSH_NODES = 400  # a loop that never flushes is flushed once this many operations are pending (code
@@ -62,6 +64,11 @@ class Session:
         self.last_order: list[Node] = []
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
         self._coalesce = True
+        self.generation = 0  # bumped whenever cached plans are dropped (replayed traces hold plans too)
+        self.cuda_graphs = True  # a replayed trace (``anp.jit``) that allocates nothing and binds the same
+        # buffers as before runs as one CUDA graph launch instead of one launch per kernel
+        self.reads = 0  # values read to the host or handed to the array module (a traced step that reads
+        # one computed something from data, so its trace cannot be replayed)
 
     @property
     def chooser(self) -> Callable[..., tuple[str, dict[str, int]]] | None:
@@ -72,7 +79,7 @@ class Session:
     @chooser.setter
     def chooser(self, value: Callable[..., tuple[str, dict[str, int]]] | None) -> None:
         self._chooser = value
-        self.plans.clear()
+        self.drop_plans()
 
     @property
     def coalesce(self) -> bool:
@@ -83,7 +90,11 @@ class Session:
     @coalesce.setter
     def coalesce(self, value: bool) -> None:
         self._coalesce = bool(value)
+        self.drop_plans()
+
+    def drop_plans(self) -> None:
         self.plans.clear()
+        self.generation += 1
 
     @property
     def runtime(self) -> Runtime:
@@ -102,6 +113,17 @@ class Session:
     def flush(self) -> FlushStats:
         t0 = time.perf_counter()
         pending = self.pending
+        bases, roots, root_of = self.collect()
+        try:
+            return self.flush_collected(bases, roots, root_of, t0)
+        except BaseException:
+            self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
+            raise
+
+    def collect(self) -> tuple[list[Base], list[Node], dict[int, int]]:
+        """Take the pending arrays: the live bases whose node is an expression, the distinct roots, and
+        each root's index by id (a node two bases hold is computed once)."""
+        pending = self.pending
         self.pending = {}
         self.ops_since_flush = 0
         bases: list[Base] = []
@@ -118,13 +140,11 @@ class Session:
                 root_of[id(node)] = len(roots)
                 roots.append(node)
             bases.append(b)
-        try:
-            return self._flush(bases, roots, root_of, t0)
-        except BaseException:
-            self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
-            raise
+        return bases, roots, root_of
 
-    def _flush(self, bases: list[Base], roots: list[Node], root_of: dict[int, int], t0: float) -> FlushStats:
+    def flush_collected(self, bases: list[Base], roots: list[Node], root_of: dict[int, int],
+                        t0: float) -> FlushStats:
+        """Flush what ``collect`` took (``jit`` traces through this to learn which base got which root)."""
         if not roots:
             self.last = FlushStats()
             return self.last
@@ -133,7 +153,7 @@ class Session:
         runtime = self.runtime
         if plan is not None:  # the steady state: no planning, prepared launches
             results = fuse.run(plan, order, runtime)
-            self._assign(bases, roots, root_of, results)
+            self.assign(bases, roots, root_of, results)
             self.last_plan, self.last_order = plan, order  # kept for replay (benchmarks time the kernels alone)
             self.flushes += 1
             self.history_kernels += plan.kernels
@@ -145,11 +165,9 @@ class Session:
         try:
             plan = fuse.build(order, pos, roots, runtime, self._choose, self._coalesce)
         except KernelCompileError as exc:
-            from adaptune.lang.fallback import evaluate_eagerly
-
             stats.fallback = str(exc).splitlines()[0]
             results = evaluate_eagerly(roots, runtime, str(exc))
-            self._assign(bases, roots, root_of, results, owned=False)
+            self.assign(bases, roots, root_of, results, owned=False)
             stats.host_us = (time.perf_counter() - t0) * 1e6
             self.last = stats
             return stats
@@ -161,7 +179,7 @@ class Session:
         if record:
             self.tuner.tune(record, runtime)
             fuse.prepare(plan)  # the tuner may have changed work-group sizes
-        self._assign(bases, roots, root_of, results)
+        self.assign(bases, roots, root_of, results)
         stats.kernels, stats.bytes, stats.inplace = plan.kernels, plan.bytes, plan.inplace
         stats.host_us = (time.perf_counter() - t0) * 1e6
         self.last = stats
@@ -170,7 +188,7 @@ class Session:
         return stats
 
     @staticmethod
-    def _assign(bases: list[Base], roots: list[Node], root_of: dict[int, int], results: list[Any],
+    def assign(bases: list[Base], roots: list[Node], root_of: dict[int, int], results: list[Any],
                 owned: bool = True) -> None:
         """Each base's expression becomes its buffer; a buffer that two bases receive is shared (copies
         made before the flush), so neither may later overwrite it in place."""
@@ -186,8 +204,6 @@ class Session:
     def _choose(self, rs: Any, node: Any, runtime: Runtime) -> tuple[str, dict[str, int]]:
         if self._chooser is not None:
             return self._chooser(rs, node, runtime)
-        from adaptune.lang.rules import default_choice
-
         return default_choice(rs, runtime)
 
 
