@@ -33,6 +33,9 @@ class ErrorConfig(str):
     def __repr__(self) -> str:
         return type(self).__name__
 
+    def __getnewargs__(self) -> tuple[()]:  # type: ignore[override]  # pickles (and copies) without arguments
+        return ()
+
 
 class InvalidConfig(ErrorConfig):
     __slots__ = ()
