@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -120,6 +122,8 @@ def test_wrong_results_and_custom_verify(kt_env, vector_args):
                                answer=[expected + 1, None, None, None], quiet=True, iterations=1)
     assert [str(r["time"]) for r in results] == ["RuntimeFailedConfig"] * 2
     assert all(r["adaptune_status"] == "wrong_result" for r in results) and "best_config" not in env
+    assert pickle.loads(pickle.dumps(results)) == results and json.loads(json.dumps(results))[0]["time"] == (
+        "RuntimeFailedConfig")
 
     def verify(answer, result_host, atol=None):  # runs in the worker: it passes only if called as Kernel Tuner does
         return atol == 0.5 and result_host[1] is None and np.allclose(answer[0], result_host[0] - 1, atol=atol)
