@@ -96,10 +96,11 @@ def tune(
 def _adopt(store: Store, ids: tuple[int, int, int], space, known: list[Result]) -> None:
     """Results measured elsewhere (a Kernel Tuner cache) into the store, unless it has them already: the
     run then reuses them like any stored result."""
+    known = [r for r in known if r.config in space]
     if not known:
         return
-    stored = store.stored_keys(*ids)
-    fresh = [r for r in known if r.config in space and config_key(r.config) not in stored]
+    stored = store.get_many(*ids, [r.config for r in known])
+    fresh = [r for r in known if config_key(r.config) not in stored]
     if fresh:
         store.put_many(*ids, fresh)
 
