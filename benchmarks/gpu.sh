@@ -13,6 +13,8 @@
 #   distributed WHEELS     the 2-GPU parts (matmul on 1 vs 2 Ray actors, suite labelling on 1 vs 2 GPUs);
 #                          WHEELS: a folder with ray_slim.tar.xz and the wheels the machine lacks
 #   kernel_tuner           CUDA backend tests, adaptune vs Kernel Tuner brute force, recorded spaces
+#   kt_examples BATCH      Kernel Tuner's CUDA examples, import line swapped, beside Kernel Tuner 1.5 (BATCH 0:
+#                          the drop-in's CUDA test; 1-4: the examples); carry .carry/kt         <= 10 min each
 #
 # Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: the device copy has no .git),
 # PYTHON (default python3). A folder .whl/ with an adaptune wheel is installed first when present.
@@ -109,10 +111,40 @@ kernel_tuner() {  # CUDA backend tests, adaptune vs Kernel Tuner (CUDA), full re
   $PY -m adaptune show --db "$OUT/h100.db" --top 3
 }
 
+kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kernel Tuner 1.5; carry .carry/kt
+  # (the wheels the machine lacks and the examples: benchmarks/kt_examples/README.md); BATCH 0 is the drop-in's
+  # own CUDA test, 1-4 a share of the examples each (each call under 10 minutes)
+  local batch=${1:-1} c=.carry/kt need="" examples pair
+  for pair in kernel_tuner:kernel_tuner constraint:python_constraint2 xmltodict:xmltodict jsonschema:jsonschema \
+      jsonschema_specifications:jsonschema_specifications referencing:referencing rpds:rpds_py attrs:attrs \
+      sqlalchemy:sqlalchemy greenlet:greenlet pandas:pandas dateutil:python_dateutil pytz:pytz tzdata:tzdata \
+      six:six jinja2:jinja2 markupsafe:markupsafe matplotlib:matplotlib contourpy:contourpy cycler:cycler \
+      fontTools:fonttools kiwisolver:kiwisolver pyparsing:pyparsing PIL:pillow; do
+    $PY -c "import ${pair%%:*}" 2>/dev/null || need="$need $(ls $c/whl/${pair##*:}-*.whl)"
+  done
+  if [ -n "$need" ]; then
+    # shellcheck disable=SC2086  # one wheel per word
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kt_site $need || return 1
+    export PYTHONPATH=/tmp/kt_site:$PYTHONPATH
+  fi
+  export KT_CUDA_LANG=CuPy  # Kernel Tuner's lang="CUDA" backend is PyCUDA (no wheel): its CuPy backend instead
+  case "$batch" in
+    0) $PY -m pytest -q -p no:cacheprovider tests/integrations/test_kernel_tuner_cuda.py 2>&1 | tail -15; return ;;
+    1) examples=convolution.py,convolution_correct.py,matmul.py,sepconv.py ;;
+    2) examples=sepconv_parallel.py,expdist.py,reduction.py,spmv.py,stencil.py,zeromeanfilter.py ;;
+    3) examples=convolution_streams.py,pnpoly.py,pnpoly_cupy.py,texture.py,accuracy.py,test_vector_add.py,test_vector_add_parameterized.py,vector_add_parallel.py ;;
+    4) examples=vector_add.py,vector_add_codegen.py,vector_add_cupy.py,vector_add_custom_strategy.py,vector_add_jinja.py,vector_add_jinja2.py,vector_add_metric.py,vector_add_nvcuda.py,vector_add_observers.py,vector_add_blocksize.py,vector_add_defines.py,python_kernel.py,python_kernel_cupy.py,vector_add_observers_pmt.py,vector_add_tegra_observer.py,vector_add_observers_ncu.py,going_green_performance_model.py ;;
+    *) echo "kt_examples: batch 0-4"; return 1 ;;
+  esac
+  timeout 580 $PY -m benchmarks.kt_examples.run --kt-repo $c/kernel_tuner --lang cuda --time-limit 60 \
+      --examples "$examples" --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
+      --out "$OUT/kt_examples_$batch"
+}
+
 target=${1:?usage: bash benchmarks/gpu.sh <study>[.<part>] [args...] | <recipe> [args...] (see the header)}
 shift
 case "$target" in
-  gpu_suite|lscat_next|transfer|distributed|kernel_tuner) "$target" "$@" ;;
+  gpu_suite|lscat_next|transfer|distributed|kernel_tuner|kt_examples) "$target" "$@" ;;
   *)
     module="benchmarks.${target%%.*}.$([ "${target#*.}" = "$target" ] && echo run || echo "${target#*.}")"
     case " $* " in

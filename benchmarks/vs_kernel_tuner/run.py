@@ -24,6 +24,7 @@ from adaptune.measure import KernelSpec
 from adaptune.tuning import tune
 from adaptune.tuning.spec_file import load_problem
 from benchmarks.harness import parse_study_args, run_metadata, study_parser, write_results
+from benchmarks.harness.peers import pad_cupy_uuid
 
 HERE = Path(__file__).resolve().parent
 SMOKE = {"spec": str(HERE / "specs" / "matmul_smoke_t1.json"), "repeats": 1}  # 2 configurations
@@ -38,7 +39,7 @@ def kernel_tuner_run(problem, backend: str, repeats: int, device: int) -> tuple[
     import kernel_tuner
 
     if backend == "cuda":
-        _pad_cupy_uuid()
+        pad_cupy_uuid()
 
     spec: KernelSpec = problem.spec
     source = spec.source.read_text() if isinstance(spec.source, Path) else spec.source
@@ -59,21 +60,6 @@ def kernel_tuner_run(problem, backend: str, repeats: int, device: int) -> tuple[
     ok = [r for r in results if isinstance(r.get("time"), (int, float)) and math.isfinite(r["time"])]
     best = min(ok, key=lambda r: r["time"])
     return wall, {k: best[k] for k in tune_params} | {"time_ms": best["time"]}, ok
-
-
-def _pad_cupy_uuid() -> None:
-    """Work around a peer bug: CuPy cuts a device UUID at its first zero byte, and Kernel Tuner's CuPy
-    backend then fails in ``uuid.UUID(bytes=...)``. Pad it back to 16 bytes (only the benchmark does this)."""
-    import cupy
-
-    original = cupy.cuda.runtime.getDeviceProperties
-
-    def padded(device: int) -> dict:
-        props = original(device)
-        props["uuid"] = bytes(props.get("uuid", b"")).ljust(16, b"\0")[:16]
-        return props
-
-    cupy.cuda.runtime.getDeviceProperties = padded
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -33,6 +33,8 @@ _LAZY: dict[str, str] = {
     # tuning
     "Problem": "adaptune.tuning", "TuneReport": "adaptune.tuning", "tune": "adaptune.tuning",
     "TuningFailedWarning": "adaptune.tuning",
+    # Kernel Tuner drop-in: `from adaptune import tune_kernel` or `import adaptune as kernel_tuner`
+    "tune_kernel": "adaptune.integrations.kernel_tuner", "run_kernel": "adaptune.integrations.kernel_tuner",
     # adaptive selection
     "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
     "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",

@@ -25,6 +25,9 @@ SMOKE = {
     "transfer": (["benchmarks.transfer.search", "--profile", "smoke"], "transfer_search.json"),
     "gpu_suite": (["benchmarks.gpu_suite.reanalysis", "--no-timing"], "gpu_suite_h100_reanalysis.json"),
     "hotpath": (["benchmarks.hotpath.run", "--profile", "smoke", "--device", "opencl"], "hotpath_opencl.json"),
+    # running the examples needs a Kernel Tuner checkout (network): the smoke re-summarises the committed run
+    "kt_examples": (["benchmarks.kt_examples.run", "--merge", "benchmarks/kt_examples/results/kt_examples.json"],
+                    "kt_examples.json"),
 }
 
 

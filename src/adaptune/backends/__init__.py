@@ -60,6 +60,19 @@ def list_devices() -> list[tuple[str, int, DeviceInfo]]:
     return out
 
 
+def device_name(name: str, device: Any = 0) -> str:
+    """The name a backend's device reports, without opening a context (to match files recorded on it)."""
+    if name == "opencl":
+        from adaptune.backends.opencl import select_device
+
+        return str(select_device(device)[1].name).strip()
+    if name == "cuda":
+        from adaptune.backends.cuda import cuda_device_name
+
+        return cuda_device_name(device)
+    raise ValueError(f"no device names for backend {name!r}")
+
+
 __all__ = [
     "BACKENDS",
     "Backend",
@@ -69,6 +82,7 @@ __all__ = [
     "DeviceInfo",
     "DeviceLimits",
     "define_lines",
+    "device_name",
     "format_define",
     "inject_defines",
     "list_devices",

@@ -197,6 +197,10 @@ class Backend(ABC):
     def _load_binary(self, binary: Any) -> Any:
         raise NotImplementedError
 
+    def set_constants(self, kernel: Any, constants: Mapping[str, np.ndarray]) -> None:
+        """Fill constant-memory symbols of a compiled kernel (only the CUDA backend has them)."""
+        raise BackendError(f"constant memory arguments need the cuda backend, not {self.name}")
+
     def kernel_max_threads(self, kernel: Any) -> int | None:
         """Threads per block this compiled kernel allows (registers may lower it); None = unknown."""
         return None

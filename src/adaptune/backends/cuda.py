@@ -8,7 +8,7 @@ kernels and C++ templates (``name<128,float>``) both work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,7 @@ class CUDABackend(Backend):
         self.device.use()
         # A blocking stream: it stays ordered with work other code puts on the legacy default stream.
         self.stream = cp.cuda.Stream(non_blocking=False)
+        self._modules: dict[int, tuple[Any, Any]] = {}  # id(kernel) -> (kernel, its module): constant memory
         self._start = cp.cuda.Event()
         self._end = cp.cuda.Event()
         if cache_dir:
@@ -84,6 +85,7 @@ class CUDABackend(Backend):
                 module = cp.RawModule(code=source, options=options, name_expressions=[expr])
                 kernel = module.get_function(expr)
                 _ = kernel.max_threads_per_block  # forces module load now, not at first launch
+                self._modules[id(kernel)] = (kernel, module)
         except cp.cuda.compiler.CompileException as exc:
             raise CompileError(f"NVRTC compilation failed: {exc}", log=str(exc)) from None
         except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
@@ -104,11 +106,25 @@ class CUDABackend(Backend):
             with os.fdopen(fd, "wb") as f:
                 f.write(binary.image)
             with self.device:
-                kernel = self._cp.RawModule(path=path).get_function(binary.symbol)
+                module = self._cp.RawModule(path=path)
+                kernel = module.get_function(binary.symbol)
                 _ = kernel.max_threads_per_block  # load now, not at the first launch
+                self._modules[id(kernel)] = (kernel, module)
         finally:
             os.unlink(path)
         return kernel
+
+    def set_constants(self, kernel: Any, constants: Mapping[str, np.ndarray]) -> None:
+        """Fill the ``__constant__`` symbols of the kernel's module (Kernel Tuner's ``cmem_args``)."""
+        module = self._modules[id(kernel)][1]
+        with self.device:
+            for name, value in constants.items():
+                host = np.ascontiguousarray(value)
+                try:
+                    pointer = module.get_global(name)
+                except Exception as exc:  # noqa: BLE001 - CuPy raises driver errors for unknown symbols
+                    raise BackendError(f"constant memory symbol {name!r} is not in the kernel: {exc}") from None
+                pointer.copy_from_host(host.ctypes.data, host.nbytes)
 
     def kernel_max_threads(self, kernel: Any) -> int | None:
         """Threads per block this kernel can run with (registers and shared memory limit it)."""
@@ -202,6 +218,12 @@ def _device_index(device: int | str | None, count: int, cp: Any) -> int:
         if device.lower() in names[-1].lower():
             return i
     raise BackendError(f"no CUDA device matches {device!r}; available: {names}")
+
+
+def cuda_device_name(device: int | str | None = 0) -> str:
+    cp = _cupy()
+    raw = cp.cuda.runtime.getDeviceProperties(_device_index(device, cp.cuda.runtime.getDeviceCount(), cp))["name"]
+    return raw.decode() if isinstance(raw, bytes) else str(raw)
 
 
 def list_cuda_devices() -> list[tuple[int, DeviceInfo]]:

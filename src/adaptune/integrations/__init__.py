@@ -1,1 +1,5 @@
-"""Drop-ins for other tuning libraries: each translates arguments and results, nothing in the core imports them."""
+"""Drop-ins for other tools' entry points: Kernel Tuner's ``tune_kernel``/``run_kernel`` and Triton's
+``autotune``.
+
+They translate arguments into adaptune's objects and results back; nothing in the library imports them.
+"""

@@ -61,6 +61,7 @@ class Prepared:
     defines: dict[str, Any]
     template_args: list[Any] | None
     key: str
+    source: str  # the kernel text without defines (a generated source differs per configuration)
 
 
 def kernel_source(spec: KernelSpec, config: dict[str, Any], backend: str
@@ -74,9 +75,9 @@ def kernel_source(spec: KernelSpec, config: dict[str, Any], backend: str
     defines = kernel_defines(spec, config, geo)
     targs = template_args(spec, config)
     try:
-        full = inject_defines(spec.source_text, defines)
-    except ValueError as exc:
-        raise SpecError(str(exc)) from None
+        full = inject_defines(spec.text_for(config), defines)
+    except Exception as exc:  # noqa: BLE001 - a bad define or a failing source generator: the spec's fault
+        raise SpecError(f"{type(exc).__name__}: {exc}") from None
     return geo, defines, targs, full, name_expression(spec.name, targs)
 
 
@@ -131,7 +132,7 @@ class KernelRunner:
     def prepare(self, config: dict[str, Any]) -> Prepared:
         geo, defines, targs, full, expr = kernel_source(self.spec, config, self.backend.name)
         key = self.backend.cache_key(full, expr, tuple(self.spec.compiler_options))
-        return Prepared(geo, defines, targs, key)
+        return Prepared(geo, defines, targs, key, self.spec.text_for(config))
 
     def preload(self, items: Iterable[tuple[dict[str, Any], Any]]) -> None:
         """Kernels compiled by another process (``backends.binary``) into the compile cache."""
@@ -144,7 +145,7 @@ class KernelRunner:
                 self.counters["loaded_binaries"] += 1
 
     def _compile(self, prep: Prepared) -> tuple[Any, float, bool]:
-        return self.backend.compile_timed(self.spec.source_text, self.spec.name, prep.defines,
+        return self.backend.compile_timed(prep.source, self.spec.name, prep.defines,
                                           tuple(self.spec.compiler_options), prep.template_args)
 
     def prefetch(self, configs: Iterable[dict[str, Any]]) -> None:
@@ -214,6 +215,8 @@ class KernelRunner:
         if why:
             return Result.failure(config, Status.LAUNCH_ERROR, why + " (not launched)", compile_ms=compile_ms), False
         try:
+            if self.spec.constant_args:
+                self.backend.set_constants(kernel, self.spec.constant_args)
             return self._benchmark(config, kernel, prep.geometry, compile_ms, best_ms), False
         except Exception as exc:  # a launch the API refused or a kernel fault the API reported
             return (Result.failure(config, Status.LAUNCH_ERROR, exception_text(exc), compile_ms=compile_ms),

@@ -56,6 +56,9 @@ def _check_tolerance(name: str, tol: Tolerance, n: int) -> None:
 class KernelSpec:
     """An OpenCL or CUDA kernel with its arguments and launch-geometry rules (Kernel Tuner's).
 
+    ``source``: the kernel text, a ``Path`` to it, or a code generator ``callable(config) -> str``
+    (Kernel Tuner's generators and template ``render`` methods), called once per configuration.
+
     ``problem_size``: int, param name, callable(config) or a tuple of up to 3 of these.
     ``grid_div``: per dimension a list of param names / ints / expressions whose product divides
     the problem size (default ``block_size_x``/``_y``/``_z``). ``geometry(config) -> (grid, block)``
@@ -65,9 +68,11 @@ class KernelSpec:
     ``shared_mem``: dynamic shared memory per block in bytes (CUDA only): an int, a parameter
     name or expression, or callable(config). ``check_arguments``: compare the arguments with the
     kernel's parameter list (count, pointer or scalar, element type) before anything is launched.
+    ``constant_args``: CUDA ``__constant__`` symbols by name, filled after each compile (Kernel Tuner's
+    ``cmem_args``; cuda backend only).
     """
 
-    source: str | Path
+    source: str | Path | Callable[[dict[str, Any]], str]
     name: str
     arguments: Sequence[Any]
     problem_size: SizeTerm | Sequence[SizeTerm] = 1
@@ -85,6 +90,7 @@ class KernelSpec:
     poison_outputs: bool = True
     shared_mem: SizeTerm = 0
     check_arguments: bool = True
+    constant_args: Mapping[str, np.ndarray] | None = None
     source_text: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -97,15 +103,17 @@ class KernelSpec:
                 self.lang = {".cl": "opencl", ".cu": "cuda", ".cuh": "cuda"}.get(self.source.suffix)
         elif isinstance(self.source, str):
             self.source_text = self.source
+        elif callable(self.source):
+            self.source_text = ""  # generated per configuration: nothing to check up front
         else:
-            raise TypeError("source must be the kernel text (str) or a pathlib.Path to it")
+            raise TypeError("source must be the kernel text (str), a pathlib.Path to it, or callable(config) -> str")
         if not self.name or not isinstance(self.name, str):
             raise ValueError("name must be the kernel function's name")
         if self.lang is not None and self.lang not in LANGS:
             raise ValueError(f"lang must be one of {LANGS}, got {self.lang!r}")
         self.arguments = list(self.arguments)
         _check_arguments(self.arguments)
-        if self.check_arguments:
+        if self.check_arguments and self.source_text:
             check_kernel_arguments(self.source_text, self.name, self.arguments, self.defines)
         _check_answer(self.answer, len(self.arguments), "kernel arguments")
         _check_tolerance("atol", self.atol, len(self.arguments))
@@ -118,8 +126,19 @@ class KernelSpec:
             bad = [i for i in self.restore_inputs if not 0 <= int(i) < len(self.arguments)]
             if bad:
                 raise ValueError(f"restore_inputs names arguments {bad} that do not exist")
+        if self.constant_args and self.lang == "opencl":
+            raise ValueError("constant_args (CUDA __constant__ memory) need the cuda backend")
         if self.template_params is not None and self.lang == "opencl":
             raise ValueError("template_params need C++ templates: only the cuda backend has them")
+
+    def text_for(self, config: Mapping[str, Any]) -> str:
+        """The kernel text of one configuration (the generator's output for a generated source)."""
+        if not callable(self.source):
+            return self.source_text
+        text = self.source(dict(config))
+        if not isinstance(text, str):
+            raise TypeError(f"the kernel source generator returned {type(text).__name__}, not the kernel text (str)")
+        return text
 
     def restored_indices(self) -> list[int]:
         """Array arguments put back to their initial contents before every launch."""

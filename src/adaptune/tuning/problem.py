@@ -11,18 +11,24 @@ from typing import Any
 import numpy as np
 
 from adaptune.measure import CallableSpec, KernelSpec
+from adaptune.records import Result
 from adaptune.space import Space
 
 
 @dataclass
 class Problem:
-    """A kernel (or callable) plus its search space; ``input_name``/``features`` identify the input in the store."""
+    """A kernel (or callable) plus its search space; ``input_name``/``features`` identify the input in the store.
+
+    ``known_results``: measurements made before this run on the same device (a Kernel Tuner cache):
+    tuning stores and reuses them as if measured, never measures them again.
+    """
 
     name: str
     spec: KernelSpec | CallableSpec
     space: Space
     input_name: str = "default"
     features: dict[str, float] = field(default_factory=dict)
+    known_results: list[Result] = field(default_factory=list)
 
     def space_description(self) -> dict[str, Any]:
         """A JSON-able description of the space, stored with the problem so a database explains itself."""
@@ -36,17 +42,25 @@ class Problem:
             source = spec.source
             if isinstance(source, Path):
                 source = source.read_text()
-            h.update(source.encode())
+            if isinstance(source, str):
+                h.update(source.encode())
+            else:  # a generator: its code and what it makes of one configuration (a template's text)
+                h.update(_code_identity(source))
+                h.update(spec.text_for(self.space.config(self.space.default_index() or 0)).encode())
             h.update(spec.name.encode())
             h.update(repr(spec.problem_size if not callable(spec.problem_size) else "callable").encode())
             for arg in spec.arguments:
                 a = np.asarray(arg)
                 h.update(f"{a.dtype.str}{a.shape}".encode())
         else:
-            fn = spec.fn
-            h.update(f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}".encode())
-            code = getattr(fn, "__code__", None)
-            if code is not None:
-                h.update(code.co_code)
+            h.update(_code_identity(spec.fn))
         h.update(json.dumps(self.space_description(), sort_keys=True, default=str).encode())
         return h.hexdigest()[:16]
+
+
+def _code_identity(fn: Any) -> bytes:
+    """A function's name and byte code: what identifies a callable variant or a source generator."""
+    fn = getattr(fn, "__func__", fn)  # a bound method (a template's render) by its function
+    code = getattr(fn, "__code__", None)
+    name = f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+    return name.encode() + (code.co_code if code is not None else b"")

@@ -1,0 +1,93 @@
+"""Run one Kernel Tuner example script and record what each ``tune_kernel`` call returned.
+
+    python -m benchmarks.kt_examples.probe {kernel_tuner|adaptune} example.py record.json
+
+The script runs as ``__main__`` (``runpy``; a ``test_*.py`` file under pytest), unchanged; only the tool's
+``tune_kernel`` is wrapped, so every call appends its kernel, result count, best configuration and wall time
+to ``record.json`` (written after each call: a run stopped by the time limit keeps the calls that finished).
+
+For Kernel Tuner on a CUDA machine without PyCUDA, ``KT_CUDA_LANG=CuPy`` makes its ``lang=None``/``"CUDA"``
+calls use its CuPy backend (its CUDA backend is PyCUDA, which has no wheel), and CuPy's device UUID is padded
+back to 16 bytes (CuPy cuts it at the first zero byte and Kernel Tuner's CuPy backend then fails).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import runpy
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness.peers import pad_cupy_uuid
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item"):
+        return value.item()
+    return value if isinstance(value, int | float | str | bool) or value is None else str(value)
+
+
+def summary(kernel_name: str, tune_params: dict[str, Any], results: list[dict[str, Any]], wall_s: float) -> dict:
+    """Kernel, counts, best configuration and time of one call (failures carry a string time)."""
+    ok = [r for r in results if "__error__" not in r and isinstance(r.get("time"), int | float)
+          and math.isfinite(float(r["time"]))]
+    best = min(ok, key=lambda r: float(r["time"])) if ok else None
+    return {"kernel": kernel_name, "results": len(results), "ok": len(ok), "wall_s": wall_s,
+            "best": {k: _jsonable(best[k]) for k in tune_params} if best else None,
+            "best_time_ms": float(best["time"]) if best else None,
+            "times_ms": {",".join(str(r[k]) for k in tune_params): float(r["time"]) for r in ok}}
+
+
+def wrap(tool: str, record: Path) -> None:
+    """Replace the tool's ``tune_kernel`` (module attribute and package attribute) by a recording one."""
+    calls: list[dict[str, Any]] = []
+    if tool == "kernel_tuner":
+        import kernel_tuner
+        import kernel_tuner.interface as module
+    else:
+        import adaptune as kernel_tuner
+        import adaptune.integrations.kernel_tuner as module
+    original, original_run = module.tune_kernel, module.run_kernel
+    cuda_lang = os.environ.get("KT_CUDA_LANG") if tool == "kernel_tuner" else None
+    if cuda_lang:
+        pad_cupy_uuid()
+
+    def lang(kwargs: dict[str, Any], n_positional: int, lang_position: int) -> dict[str, Any]:
+        if cuda_lang and n_positional <= lang_position and str(kwargs.get("lang") or "CUDA").upper() == "CUDA":
+            kwargs = {**kwargs, "lang": cuda_lang}
+        return kwargs
+
+    def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, arguments: Any, tune_params: Any,
+                    *args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        out = original(kernel_name, kernel_source, problem_size, arguments, tune_params, *args,
+                       **lang(kwargs, len(args), 8))
+        calls.append(summary(kernel_name, dict(tune_params), out[0], time.perf_counter() - start))
+        record.write_text(json.dumps(calls))
+        return out
+
+    def run_kernel(*args: Any, **kwargs: Any) -> Any:
+        return original_run(*args, **lang(kwargs, len(args) - 5, 3))
+
+    module.tune_kernel, module.run_kernel = tune_kernel, run_kernel
+    kernel_tuner.tune_kernel, kernel_tuner.run_kernel = tune_kernel, run_kernel
+
+
+def main() -> None:
+    tool, script, record = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    record.write_text("[]")
+    wrap(tool, record)
+    if script.name.startswith("test_"):
+        import pytest
+
+        raise SystemExit(pytest.main(["-q", "-p", "no:cacheprovider", str(script)]))
+    sys.argv = [str(script)]
+    runpy.run_path(str(script), run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()

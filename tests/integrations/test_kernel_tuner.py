@@ -1,0 +1,254 @@
+"""adaptune.tune_kernel / run_kernel on PoCL: every Kernel Tuner parameter honoured, or refused by name."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import adaptune
+from adaptune.integrations.kernel_tuner import run_kernel, tune_kernel
+from adaptune.integrations.kt_args import UnsupportedOption, template_instance
+from adaptune.space import ConstraintError
+from tests.integrations.kt_kernels import SCALE_2D, VECTOR_ADD
+
+
+def ok_rows(results):
+    return [r for r in results if "__error__" not in r]
+
+
+def test_the_package_exports_the_drop_in():
+    assert adaptune.tune_kernel is tune_kernel and adaptune.run_kernel is run_kernel
+
+
+def test_vector_add_as_in_kernel_tuners_readme(kt_env, vector_args, capsys):
+    size, args, expected = vector_args
+    tune_params = {"block_size_x": [32, 64, 128]}
+    results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, tune_params, answer=[expected, None, None, None],
+                               iterations=3, verbose=True)
+    out = capsys.readouterr().out
+    assert "Searchspace has 3 configurations" in out and "BEST PERFORMING CONFIGURATION FOR OBJECTIVE time" in out
+    assert [r["block_size_x"] for r in results] == [32, 64, 128]
+    for r in results:
+        assert isinstance(r["time"], float) and len(r["times"]) == 3 and r["time"] > 0
+        assert {"compile_time", "verification_time", "benchmark_time", "timestamp", "framework_time"} <= set(r)
+    assert env["best_config"] == min(results, key=lambda r: r["time"])
+    assert env["device_name"] and env["iterations"] == 3 and env["evaluated"] == 3
+    assert env["total_compile_time"] == pytest.approx(sum(r["compile_time"] for r in results))
+
+
+def test_run_kernel_returns_every_argument_after_one_run(kt_env, vector_args):
+    size, args, expected = vector_args
+    out = run_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": 64}, lang="OpenCL")
+    np.testing.assert_allclose(out[0], expected)
+    np.testing.assert_array_equal(out[1], args[1])
+    assert out[3] == size
+    assert not np.any(args[0])  # the caller's arrays are not written
+
+
+def test_2d_grid_divisors_restrictions_defines_and_compiler_options(kt_env):
+    width, height = 96, 20
+    data = np.arange(width * height, dtype=np.float32)
+    args = [np.zeros_like(data), data, np.int32(width), np.int32(height)]
+    tune_params = {"block_size_x": [8, 16, 32], "block_size_y": [1, 2, 4], "tile_size_x": [1, 2, 3]}
+    results, _ = tune_kernel(
+        "scale", SCALE_2D, (width, height), args, tune_params, grid_div_x=["block_size_x", "tile_size_x"],
+        grid_div_y=lambda p: p["block_size_y"], restrictions=["block_size_x * block_size_y >= 16",
+                                                               lambda p: p["tile_size_x"] != 3],
+        answer=[2.5 * data, None, None, None], compiler_options=["-DFACTOR=2.5f"], quiet=True, iterations=1)
+    configs = {(r["block_size_x"], r["block_size_y"], r["tile_size_x"]) for r in results}
+    assert configs == {(x, y, t) for x in (8, 16, 32) for y in (1, 2, 4) for t in (1, 2) if x * y >= 16}
+    assert all("__error__" not in r for r in results)
+
+
+def test_defines_constant_and_per_configuration(kt_env):
+    width, height = 64, 4
+    data = np.ones(width * height, dtype=np.float32)
+    args = [np.zeros_like(data), data, np.int32(width), np.int32(height)]
+    results, _ = tune_kernel("scale", SCALE_2D, (width, height), args, {"block_size_x": [16, 32], "tile_size_x": [1]},
+                             defines={"FACTOR": lambda p: f"{p['block_size_x']}.0f"}, quiet=True, iterations=1)
+    assert all("__error__" not in r for r in results)
+    out = run_kernel("scale", SCALE_2D, (width, height), args, {"block_size_x": 16, "tile_size_x": 1},
+                     defines={"FACTOR": "3.0f"})
+    np.testing.assert_allclose(out[0], 3.0)
+
+
+def test_kernel_source_file_name_path_list_and_generator(kt_env, vector_args):
+    size, args, expected = vector_args
+    Path("vector_add.cl").write_text(VECTOR_ADD)
+    Path("helper.h").write_text("#define ADD(x, y) ((x) + (y))\n")
+    Path("uses_helper.cl").write_text('#include "helper.h"\n' + VECTOR_ADD.replace("a[i] + b[i]", "ADD(a[i], b[i])"))
+    params = {"block_size_x": 128}
+    for source in ("vector_add.cl", Path("vector_add.cl"), ["uses_helper.cl", "helper.h"]):
+        np.testing.assert_allclose(run_kernel("vector_add", source, size, args, params)[0], expected)
+
+    def generator(p):
+        return VECTOR_ADD.replace("get_global_id(0)", f"get_local_id(0) + get_group_id(0) * {p['block_size_x']}")
+
+    results, _ = tune_kernel("vector_add", generator, size, args, {"block_size_x": [32, 64]}, lang="OpenCL",
+                             answer=[expected, None, None, None], quiet=True, iterations=1)
+    assert len(ok_rows(results)) == 2
+    with pytest.raises(TypeError, match="lang"):
+        tune_kernel("vector_add", generator, size, args, {"block_size_x": [32]}, quiet=True)
+
+
+def test_problem_size_as_parameter_name_and_callable(kt_env):
+    data = np.zeros(256, dtype=np.float32)
+    kernel = "__kernel void fill(__global float *x) { x[get_global_id(0)] = 1.0f; }"
+    tune_params = {"block_size_x": [32, 64], "n": [128, 256]}
+    results, _ = tune_kernel("fill", kernel, "n", [data], tune_params, quiet=True, iterations=1)
+    assert len(ok_rows(results)) == 4
+    out = run_kernel("fill", kernel, lambda p: p["n"] // 2, [data], {"block_size_x": 32, "n": 256})
+    assert out[0][:128].sum() == 128 and out[0][128:].sum() == 0
+    assert run_kernel("fill", kernel, 64, [data], {"block_size_x": 4})[0].sum() == 64  # 16 groups of 4
+    assert run_kernel("fill", kernel, 64, [data], {"block_size_x": 4}, grid_div_x=[])[0].sum() == 256  # 64 groups
+
+
+def test_block_size_names(kt_env, vector_args):
+    size, args, expected = vector_args
+    kernel = VECTOR_ADD.replace("get_global_id(0)", "get_local_id(0) + get_group_id(0) * threads")
+    results, _ = tune_kernel("vector_add", kernel, size, args, {"threads": [32, 64]}, block_size_names=["threads"],
+                             answer=[expected, None, None, None], quiet=True, iterations=1)
+    assert len(ok_rows(results)) == 2
+
+
+def test_wrong_results_and_custom_verify(kt_env, vector_args):
+    size, args, expected = vector_args
+    results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32, 64]},
+                               answer=[expected + 1, None, None, None], quiet=True, iterations=1)
+    assert [str(r["time"]) for r in results] == ["RuntimeFailedConfig"] * 2
+    assert all(r["adaptune_status"] == "wrong_result" for r in results) and "best_config" not in env
+    assert pickle.loads(pickle.dumps(results)) == results and json.loads(json.dumps(results))[0]["time"] == (
+        "RuntimeFailedConfig")
+
+    def verify(answer, result_host, atol=None):  # runs in the worker: it passes only if called as Kernel Tuner does
+        return atol == 0.5 and result_host[1] is None and np.allclose(answer[0], result_host[0] - 1, atol=atol)
+
+    results, _ = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, quiet=True,
+                             answer=[expected - 1, None, None, None], verify=verify, atol=0.5, iterations=1)
+    assert len(ok_rows(results)) == 1
+    results, _ = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [64]}, quiet=True,
+                             answer=[expected, None, None, None], verify=verify, atol=0.5, iterations=1)
+    assert results[0]["adaptune_status"] == "wrong_result"
+
+
+def test_metrics_and_objective(kt_env, vector_args):
+    size, args, _ = vector_args
+    metrics = {"GB/s": lambda p: (3 * 4 * size / 1e9) / (p["time"] / 1e3), "twice": "2 * block_size_x + time * 0"}
+    results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32, 64, 128]}, metrics=metrics,
+                               objective="GB/s", quiet=True, iterations=2)
+    for r in results:
+        assert r["GB/s"] == pytest.approx(3 * 4 * size / 1e9 / (r["time"] / 1e3)) and r["twice"] == 2 * r["block_size_x"]
+    assert env["best_config"] == max(results, key=lambda r: r["GB/s"])
+    with pytest.raises(UnsupportedOption, match="objective"):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, metrics=metrics, objective="GB/s",
+                    strategy="random_sample", quiet=True)
+    with pytest.raises(ValueError, match="objective_higher_is_better"):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, objective="mine", quiet=True)
+
+
+def test_strategies_and_budgets(kt_env, vector_args):
+    size, args, _ = vector_args
+    tune_params = {"block_size_x": [16, 32, 64, 128, 256, 512]}
+    results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, tune_params, strategy="random_sample",
+                               strategy_options={"max_fevals": 3}, seed=1, quiet=True, iterations=1)
+    assert len(results) == 3 and env["strategy"] == "random"
+    results, _ = tune_kernel("vector_add", VECTOR_ADD, size, args, tune_params, strategy="random_sample",
+                             strategy_options={"fraction": 0.5}, seed=2, quiet=True, iterations=1)
+    assert len(results) == 3
+    results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, tune_params, strategy="greedy_ils",
+                               strategy_options={"time_limit": 600}, quiet=True, iterations=1)
+    assert env["strategy"] == "greedy_ils" and len(results) >= 1
+    with pytest.raises(UnsupportedOption, match="strategy: 'nsga2'"):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, tune_params, strategy="nsga2", quiet=True)
+    with pytest.raises(UnsupportedOption, match="strategy_options.*popsize"):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, tune_params, strategy="genetic_algorithm",
+                    strategy_options={"popsize": 4}, quiet=True)
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("cmem_args", {"d_filter": np.zeros(4, np.float32)}), ("texmem_args", {"tex": {"array": np.zeros(4)}}),
+    ("compiler", "nvcc"), ("objectives", {"time": False, "energy": False}),
+    ("smem_args", {"size": 64}), ("lang", "C"), ("lang", "HIP"),
+])
+def test_options_adaptune_cannot_honour_are_refused_by_name(kt_env, vector_args, option, value):
+    size, args, _ = vector_args
+    with pytest.raises(UnsupportedOption, match=f"^{option}:"):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, quiet=True, **{option: value})
+
+
+def test_observers_other_than_nvml_are_refused_and_nvml_needs_nvidia(kt_env, vector_args):
+    size, args, _ = vector_args
+
+    class PMTObserver:
+        pass
+
+    with pytest.raises(UnsupportedOption, match="^observers: PMTObserver"):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, observers=[PMTObserver()], quiet=True)
+
+    class NVMLObserver:  # the shape of kernel_tuner.observers.nvml.NVMLObserver (it needs an NVIDIA GPU to construct)
+        observables = ("nvml_energy", "temperature")
+
+    with pytest.raises(Exception, match="NVIDIA"):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, observers=[NVMLObserver()], quiet=True)
+
+
+def test_parallel_runs_on_the_local_executor_and_refuses_a_cache(kt_env, vector_args):
+    size, args, expected = vector_args
+    results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32, 64, 128]}, parallel=2,
+                               answer=[expected, None, None, None], quiet=True, iterations=1)
+    assert sorted(r["block_size_x"] for r in results) == [32, 64, 128] and env["evaluated"] == 3
+    with pytest.raises(UnsupportedOption, match="^parallel:"):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, parallel=True, cache="c", quiet=True)
+
+
+def test_restriction_text_is_parsed_never_evaluated(kt_env, vector_args):
+    size, args, _ = vector_args
+    with pytest.raises(ConstraintError):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]},
+                    restrictions=["__import__('os').system('touch pwned') or True"], quiet=True)
+    assert not Path("pwned").exists()
+
+
+def test_quiet_prints_nothing_and_log_writes_a_file(kt_env, vector_args, capsys, monkeypatch):
+    size, args, _ = vector_args
+    monkeypatch.setattr(logging.root, "handlers", [])  # as in a script: pytest's own handlers would keep basicConfig off
+    tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, quiet=True, iterations=1,
+                log=logging.DEBUG)
+    assert capsys.readouterr().out == ""
+    assert list(Path().glob("vector_add*.log"))
+
+
+def test_device_and_platform_select_the_opencl_device(kt_env, vector_args):
+    size, args, _ = vector_args
+    _, env = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, platform=0, device=0,
+                         quiet=True, iterations=1)
+    assert env["device_name"]
+    with pytest.raises(Exception, match="no OpenCL device"):
+        tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, device=99, quiet=True)
+
+
+def test_tunable_template_arguments_of_the_kernel_name():
+    assert template_instance("vector_add<float, block_size_x>", ["block_size_x"]) == (
+        "vector_add", ["_kt_template_0", "block_size_x"], {"_kt_template_0": "float"})
+    assert template_instance("vector_add<float>", ["block_size_x"]) == ("vector_add<float>", None, {})
+
+
+def test_templates_on_opencl_are_refused_clearly(kt_env, vector_args):
+    size, args, _ = vector_args
+    with pytest.raises(ValueError, match="template"):
+        tune_kernel("vector_add<block_size_x>", VECTOR_ADD, size, args, {"block_size_x": [32]}, quiet=True)
+
+
+def test_a_jinja2_template_render_is_a_generator_too(kt_env, vector_args):
+    jinja2 = pytest.importorskip("jinja2")
+    size, args, expected = vector_args
+    template = jinja2.Template(VECTOR_ADD.replace("get_global_id(0)", "get_group_id(0) * {{ block_size_x }}"
+                                                  " + get_local_id(0)"))
+    results, _ = tune_kernel("vector_add", template.render, size, args, {"block_size_x": [32, 64]}, lang="OpenCL",
+                             answer=[expected, None, None, None], quiet=True, iterations=1)
+    assert len(ok_rows(results)) == 2

@@ -1,0 +1,68 @@
+"""The drop-in on an NVIDIA GPU: constant memory, tunable template arguments, dynamic shared memory, NVML.
+
+Skipped where CuPy or a GPU is missing (CI); the GPU run is ``pytest -q tests/integrations/test_kernel_tuner_cuda.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from adaptune.integrations import kernel_tuner as drop_in
+
+
+def _gpu_present() -> bool:
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    import cupy
+
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # noqa: BLE001 - CuPy without a driver
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _gpu_present(), reason="needs CuPy and an NVIDIA GPU")
+
+WEIGHTED = r"""
+__constant__ float weights[4];
+
+template<typename T, int bs>
+__global__ void weighted(T *out, const T *x, int n) {
+    extern __shared__ float scratch[];
+    int i = blockIdx.x * bs + threadIdx.x;
+    scratch[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    if (i < n) out[i] = scratch[threadIdx.x] * weights[i % 4];
+}
+"""
+
+
+class NVMLObserver:  # the shape of kernel_tuner.observers.nvml.NVMLObserver
+    observables = ("nvml_energy", "temperature")
+
+
+@pytest.fixture
+def gpu_env(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(drop_in, "settings", drop_in.DropInSettings(db=str(tmp_path / "adaptune.db")))
+
+
+def test_constant_memory_templates_shared_memory_and_nvml(gpu_env):
+    n = 1 << 16
+    x = np.random.default_rng(0).random(n, dtype=np.float32)
+    w = np.array([1, 2, 3, 4], dtype=np.float32)
+    expected = x * np.tile(w, n // 4)
+    args = [np.zeros_like(x), x, np.int32(n)]
+    results, env = drop_in.tune_kernel(
+        "weighted<float, block_size_x>", WEIGHTED, n, args, {"block_size_x": [64, 128, 256]},
+        cmem_args={"weights": w}, smem_args={"size": lambda p: 4 * p["block_size_x"]},
+        answer=[expected, None, None], observers=[NVMLObserver()], lang="CuPy", quiet=True)
+    assert all("__error__" not in r for r in results), [r.get("adaptune_error") for r in results]
+    assert all(r["nvml_energy"] > 0 and r["temperature"] > 0 for r in results)
+    out = drop_in.run_kernel("weighted<float, block_size_x>", WEIGHTED, n, args, {"block_size_x": 128},
+                             cmem_args={"weights": w}, smem_args={"size": 512}, lang="CUDA")
+    np.testing.assert_allclose(out[0], expected, rtol=1e-6)
+    assert env["device_name"]
