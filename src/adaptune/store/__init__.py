@@ -1,10 +1,25 @@
 """The results store and the interop formats.
 
-``Store`` keeps every measurement (SQLite file or any SQLAlchemy URL); ``RecordedSpace`` is one
+``BaseStore`` is the interface every query goes through; ``Store`` implements it and keeps every measurement (SQLite file or any SQLAlchemy URL); ``RecordedSpace`` is one
 kernel x device x input worth of results, read from or written to Kernel Tuner caches, T4 result
 files and the store. ``load_t1`` reads T1 problem descriptions without evaluating anything.
 """
 
+from adaptune.store.base import (
+    BaseStore,
+    DeviceRow,
+    GroupSummary,
+    HistogramBin,
+    InputRow,
+    Page,
+    ProblemInfo,
+    ProblemRow,
+    RunKey,
+    RunSummary,
+    StoredResult,
+    Trajectory,
+    TrajectoryPoint,
+)
 from adaptune.store.codec import config_key
 from adaptune.store.db import Store, open_store
 from adaptune.store.errors import FormatError, StoreError
@@ -15,6 +30,19 @@ from adaptune.store.t1 import T1Argument, T1Spec, load_t1, t1_arrays
 from adaptune.store.t4 import load_t4, write_t4
 
 __all__ = [
+    "BaseStore",
+    "DeviceRow",
+    "GroupSummary",
+    "HistogramBin",
+    "InputRow",
+    "Page",
+    "ProblemInfo",
+    "ProblemRow",
+    "RunKey",
+    "RunSummary",
+    "StoredResult",
+    "Trajectory",
+    "TrajectoryPoint",
     "FormatError",
     "RecordedSpace",
     "Store",

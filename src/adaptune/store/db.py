@@ -27,6 +27,18 @@ from sqlalchemy.engine import Connection, Engine
 
 from adaptune.records import DeviceInfo, Result, Status
 from adaptune.store import schema as S
+from adaptune.store.base import (
+    DEFAULT_CHUNK,
+    BaseStore,
+    GroupSummary,
+    HistogramBin,
+    Page,
+    ProblemInfo,
+    RunKey,
+    RunSummary,
+    StoredResult,
+    Trajectory,
+)
 from adaptune.store.codec import config_key, dumps, jsonable
 from adaptune.store.errors import StoreError
 
@@ -91,7 +103,7 @@ def _check_sqlite_file(path: Path) -> None:
             raise StoreError(f"{path} is not an adaptune database (not an SQLite file)")
 
 
-class Store:
+class Store(BaseStore):
     """Where every measurement goes: ``Store("runs.db")`` or ``Store("postgresql://host/db")``.
 
     Usable as a context manager; ``close()`` releases the connection pool.
@@ -364,11 +376,6 @@ class Store:
         wanted = {config_key(c) for c in configs}
         return {k: r for k, r in found.items() if k in wanted}
 
-    def stored_keys(self, device_id: int, problem_id: int, input_id: int) -> set[str]:
-        """Config keys already measured: the cheap check a tuner makes before measuring."""
-        query = sa.select(S.measurements.c.config_key).where(*self._where(problem_id, device_id, input_id))
-        return {row[0] for row in self._rows(query)}
-
     def results(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                 status: Status | str | None = None) -> list[Result]:
         """Stored results matching the filters, in the order they were first stored."""
@@ -450,6 +457,57 @@ class Store:
             return "ok"
         with self._read() as conn:
             return "\n".join(str(r[0]) for r in conn.exec_driver_sql("PRAGMA integrity_check"))
+
+    # ------------------------------------------------------------------ queries of the interface (being written)
+    def put_stream(self, run: RunKey, results: Iterable[Result], *, chunk_size: int = DEFAULT_CHUNK,
+                   replace: bool = True) -> int:
+        raise NotImplementedError
+
+    def stored_keys(self, run: RunKey, configs: Iterable[Mapping[str, Any]]) -> set[str]:
+        raise NotImplementedError
+
+    def iter_results(self, problem_id: int | None = None, device_id: int | None = None,
+                     input_id: int | None = None, status: Status | str | None = None, *,
+                     chunk_size: int = DEFAULT_CHUNK) -> Iterator[StoredResult]:
+        raise NotImplementedError
+
+    def status_counts(self, problem_id: int | None = None, device_id: int | None = None,
+                      input_id: int | None = None) -> dict[str, int]:
+        raise NotImplementedError
+
+    def top(self, problem_id: int, k: int = 10, *, device_id: int | None = None,
+            input_id: int | None = None) -> list[StoredResult]:
+        raise NotImplementedError
+
+    def trajectory(self, run: RunKey) -> Trajectory:
+        raise NotImplementedError
+
+    def page(self, run: RunKey, *, offset: int = 0, limit: int = 50, order_by: str = "time_ms",
+             descending: bool = False, status: Status | str | None = None,
+             where: Mapping[str, Any] | None = None) -> Page:
+        raise NotImplementedError
+
+    def time_histogram(self, run: RunKey, bins: int = 40, *, log: bool = True) -> list[HistogramBin]:
+        raise NotImplementedError
+
+    def device_summaries(self, problem_id: int) -> list[GroupSummary]:
+        raise NotImplementedError
+
+    def input_summaries(self, problem_id: int, device_id: int | None = None) -> list[GroupSummary]:
+        raise NotImplementedError
+
+    def problem_info(self, problem_id: int) -> ProblemInfo:
+        raise NotImplementedError
+
+    def runs(self, problem_id: int | None = None, device_id: int | None = None) -> list[RunSummary]:
+        raise NotImplementedError
+
+    def latest_id(self) -> int:
+        raise NotImplementedError
+
+    def rows_since(self, after_id: int, *, limit: int = 1000, problem_id: int | None = None,
+                   since_timestamp: float | None = None) -> list[StoredResult]:
+        raise NotImplementedError
 
 
 def open_store(target: str | Path | Store) -> Store:
