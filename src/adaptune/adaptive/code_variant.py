@@ -27,14 +27,14 @@ from adaptune.adaptive.dataset import LabelledSet
 from adaptune.adaptive.features import FeatureSet, PendingFeatures
 from adaptune.adaptive.labelling import (
     Label,
+    LabelCache,
     MeasureOptions,
-    MemoryCache,
-    StoreCache,
     as_inputs,
     outputs_match,
 )
 from adaptune.adaptive.models import MODEL_KINDS, FittedModel, choose_model, fit_model
 from adaptune.records import DeviceInfo, Result
+from adaptune.store.base import BaseStore
 
 Objective = str | Callable[[Mapping[str, float]], float]
 _array, _float = np.array, float  # module-level names: one dict look-up on the dispatch path
@@ -392,17 +392,15 @@ class CodeVariant:
 
     # ------------------------------------------------------------------------------ training
 
-    def open_cache(self, db: Any = None) -> Any:
-        """Where labels live: ``None`` in memory; a path, URL or Store: the results store."""
-        if db is None:
-            return MemoryCache()
-        from adaptune.store import Store
+    def open_cache(self, db: Any = None) -> LabelCache:
+        """Where labels live: ``None`` in memory; a path, URL or store: the results store."""
+        from adaptune.store.db import MEMORY, Store  # SQLAlchemy: loaded when a variant is first trained
 
-        store = db if isinstance(db, Store) else Store(db)
+        store = db if isinstance(db, BaseStore) else Store(MEMORY if db is None else db)
         space_desc = {"variants": self.variant_names, "features": self.feature_names,
                       "objective": self.objective if isinstance(self.objective, str) else "custom",
                       "spaces": {v: self._variants[v].space.names for v in self.parametrised_variants()}}
-        return StoreCache(store, self.device or cpu_device(), self.name, self.source_hash(), space_desc)
+        return LabelCache(store, self.device or cpu_device(), self.name, self.source_hash(), space_desc)
 
     def train(self, inputs: Iterable[Any] | Mapping[str, Any], *, model: str = "svm", active: int | None = None,
               target: float | None = None, holdout: Iterable[Any] | Mapping[str, Any] | None = None,

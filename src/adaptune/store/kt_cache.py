@@ -139,15 +139,33 @@ def _number(value: Any, where: str) -> float:
 
 def kt_dict_to_recorded(data: Any, source: str, meta: dict[str, Any] | None = None) -> RecordedSpace:
     """Validate a decoded Kernel Tuner cache and turn it into a RecordedSpace."""
+    if not isinstance(data, dict) or "cache" not in data:
+        raise FormatError(f"{source}: not a Kernel Tuner cache (needs an object with 'tune_params_keys' and 'cache')")
+    cache = data["cache"]
+    if not isinstance(cache, dict):
+        raise FormatError(f"{source}: 'cache' must be an object of entries, not {_kind(cache)}")
+    space, names = kt_header(data, source, meta)
+    allowed = space.params or None
+    dropped: set[str] = set()
+    space.results = [entry_to_result(key, entry, names, allowed, f"{source}: entry {key!r}", dropped)
+                     for key, entry in cache.items()]
+    if not space.params:
+        space.params = {n: sorted({r.config[n] for r in space.results}, key=lambda v: (str(type(v)), v))
+                        for n in names}
+    if dropped:
+        space.meta["dropped_fields"] = sorted(dropped)
+    return space
+
+
+def kt_header(data: Any, source: str, meta: dict[str, Any] | None = None) -> tuple[RecordedSpace, list[str]]:
+    """The space a cache's header describes (no results yet), validated, and its parameter names. ``params``
+    is empty when the header lists no ``tune_params``: the values are then the ones the entries hold."""
     meta = dict(meta or {})
-    if not isinstance(data, dict) or "cache" not in data or "tune_params_keys" not in data:
+    if not isinstance(data, dict) or "tune_params_keys" not in data:
         raise FormatError(f"{source}: not a Kernel Tuner cache (needs an object with 'tune_params_keys' and 'cache')")
     names = data["tune_params_keys"]
     if not isinstance(names, list) or not all(isinstance(k, str) for k in names):
         raise FormatError(f"{source}: 'tune_params_keys' must be a list of parameter names")
-    cache = data["cache"]
-    if not isinstance(cache, dict):
-        raise FormatError(f"{source}: 'cache' must be an object of entries, not {_kind(cache)}")
     tune_params = data.get("tune_params")
     if tune_params is not None:
         if not isinstance(tune_params, dict) or not all(isinstance(v, list) for v in tune_params.values()):
@@ -163,21 +181,14 @@ def kt_dict_to_recorded(data: Any, source: str, meta: dict[str, Any] | None = No
         meta["objectives"], objective = list(objective), objective[0]  # multi-objective run: first is primary
     if not isinstance(objective, str):
         raise FormatError(f"{source}: 'objective' must be a name or a list of names, not {_kind(objective)}")
-
-    allowed = {n: tune_params[n] for n in names} if tune_params else None
-    dropped: set[str] = set()
-    results = [_entry_to_result(key, entry, names, allowed, f"{source}: entry {key!r}", dropped)
-               for key, entry in cache.items()]
-    if tune_params is None:
-        tune_params = {n: sorted({r.config[n] for r in results}, key=lambda v: (str(type(v)), v)) for n in names}
-    if dropped:
-        meta["dropped_fields"] = sorted(dropped)
-    return RecordedSpace(device_name=data.get("device_name", ""), kernel_name=data.get("kernel_name", ""),
-                         problem_size=data.get("problem_size"), params={n: list(tune_params[n]) for n in names},
-                         results=results, objective=objective, meta=meta)
+    space = RecordedSpace(device_name=data.get("device_name", ""), kernel_name=data.get("kernel_name", ""),
+                          problem_size=data.get("problem_size"),
+                          params={n: list(tune_params[n]) for n in names} if tune_params else {},
+                          results=[], objective=objective, meta=meta)
+    return space, list(names)
 
 
-def _entry_to_result(key: str, entry: Any, names: list[str], allowed: dict[str, list] | None,
+def entry_to_result(key: str, entry: Any, names: list[str], allowed: dict[str, list] | None,
                      where: str, dropped: set[str]) -> Result:
     if not isinstance(entry, dict):
         raise FormatError(f"{where} must be an object, not {_kind(entry)}")

@@ -1,0 +1,146 @@
+"""Reading one large JSON document piece by piece: the top-level object's members, then the items of one
+big member (a Kernel Tuner cache's ``cache`` object, a T4 file's ``results`` list) one at a time.
+
+Hand-written over the standard library rather than ``ijson``: every item is decoded whole by a C decoder
+(``orjson`` for the common one-item-a-line layout that Kernel Tuner and adaptune write, ``json``'s
+``raw_decode`` otherwise), which is several times faster than assembling items from ijson's event stream,
+and the same loop stops cleanly where a crashed writer cut the file off (the unterminated "open" cache).
+Memory is one read block plus the item being decoded, whatever the size of the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from adaptune.store.errors import FormatError
+
+BLOCK = 1 << 20
+"""Characters read at a time."""
+MAX_VALUE = 64 << 20
+"""Longest single value (one cache entry) read before the text is called corrupt: bounds memory."""
+GZIP_MAGIC = b"\x1f\x8b"
+_WS = " \t\r\n"
+
+
+class Truncated(Exception):
+    """The text ends (or its compression breaks) inside a value: what a killed writer leaves behind."""
+
+
+def open_text(path: str | Path) -> IO[str]:
+    """``path`` as a UTF-8 text stream, decompressed when it is gzip (by magic number, not by name)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            head = f.read(2)
+        if head == GZIP_MAGIC:
+            return gzip.open(path, "rt", encoding="utf-8")
+        if path.suffix == ".gz":
+            raise FormatError(f"{path}: named .gz but is not a gzip file")
+        return path.open("r", encoding="utf-8")
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+class JsonStream:
+    """A cursor over the text of one JSON document, refilled from ``stream`` a block at a time."""
+
+    def __init__(self, stream: IO[str], source: str) -> None:
+        self.stream, self.source = stream, source
+        self.buf, self.pos, self.eof = "", 0, False
+        self.consumed = 0  # characters before ``buf``: for progress and messages
+        self._decoder = json.JSONDecoder()
+
+    # ------------------------------------------------------------------ buffer
+    def _fill(self) -> bool:
+        """Read one more block; False at the end of the text."""
+        if self.eof:
+            return False
+        try:
+            block = self.stream.read(BLOCK)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a cut-off or damaged gzip stream
+            self.eof = True
+            raise Truncated(f"compressed data ends or is corrupt ({exc})") from exc
+        except UnicodeDecodeError as exc:
+            raise FormatError(f"{self.source}: not UTF-8 text (near character {self.consumed + self.pos})") from exc
+        if not block:
+            self.eof = True
+            return False
+        if self.pos > len(self.buf) // 2:  # drop what was decoded already: memory stays one block or so
+            self.consumed += self.pos
+            self.buf, self.pos = self.buf[self.pos:], 0
+        self.buf += block
+        return True
+
+    @property
+    def offset(self) -> int:
+        """Characters decoded so far."""
+        return self.consumed + self.pos
+
+    def peek(self) -> str:
+        """The next non-blank character ('' at the end), without consuming it."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in _WS:
+                self.pos += 1
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._fill():
+                return ""
+
+    def expect(self, char: str) -> None:
+        found = self.peek()
+        if found != char:
+            if not found:
+                raise Truncated(f"the text ends where {char!r} was expected")
+            raise FormatError(f"{self.source}: expected {char!r} at character {self.offset}, found {found!r}")
+        self.pos += 1
+
+    def skip(self, char: str) -> bool:
+        """Consume ``char`` if it is next."""
+        if self.peek() == char:
+            self.pos += 1
+            return True
+        return False
+
+    # ------------------------------------------------------------------ values
+    def value(self) -> Any:
+        """Decode the next JSON value whole."""
+        if not self.peek():
+            raise Truncated("the text ends where a value was expected")
+        line_end = self.buf.find("\n", self.pos)
+        if line_end > self.pos:  # fast path: the value is the rest of its line (one entry a line)
+            text = self.buf[self.pos:line_end].rstrip()
+            for candidate in (text, text[:-1]):  # the value, or the value and the separator after it
+                try:
+                    value = orjson.loads(candidate)
+                except orjson.JSONDecodeError:
+                    continue
+                self.pos += len(candidate)
+                return value
+        while True:
+            try:
+                value, end = self._decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if len(self.buf) - self.pos > MAX_VALUE:
+                    raise FormatError(f"{self.source}: invalid JSON at character {self.consumed + exc.pos}: "
+                                      f"{exc.msg}") from exc
+                if not self._fill():  # the value may go on in the next block; at the end it is cut off
+                    raise Truncated("the text ends inside a value") from exc
+                continue
+            if end == len(self.buf) and isinstance(value, int | float) and self._fill():
+                continue  # a number may go on in the next block
+            self.pos = end
+            return value
+
+    def key(self) -> str:
+        """The next object key and its colon."""
+        key = self.value()
+        if not isinstance(key, str):
+            raise FormatError(f"{self.source}: expected an object key at character {self.offset}")
+        self.expect(":")
+        return key
