@@ -366,7 +366,9 @@ class Store(BaseStore):
         number, text = self._param_sort(order_by)
         return [number.is_(None), number, text]
 
-    def _param_path(self, name: str) -> str:
+    @staticmethod
+    def _param_path(name: str) -> str:
+        """SQLite's JSON path of a parameter (bound as a value, never spliced into SQL)."""
         if not name or any(ch in name for ch in '"\\'):
             raise ValueError(f"cannot sort or filter by parameter {name!r}: parameter names with quotes "
                              "or backslashes are not supported here")
@@ -374,14 +376,15 @@ class Store(BaseStore):
 
     def _param_text(self, name: str) -> Any:
         """The JSON text of a configuration parameter (``1``, ``"a"``, ``true``), for equality filters."""
+        path = self._param_path(name)  # the same names on every store
         if self.dialect == "sqlite":
-            return M.c.config.op("->", return_type=sa.Text)(sa.literal(self._param_path(name), sa.Text))
+            return M.c.config.op("->", return_type=sa.Text)(sa.literal(path, sa.Text))
         return sa.cast(M.c.config.op("->")(sa.literal(name, sa.Text)), sa.Text)
 
     def _param_sort(self, name: str) -> tuple[Any, Any]:
         """(number or NULL, value as text) of a parameter: numbers sort numerically, then other values."""
+        path = self._param_path(name)
         if self.dialect == "sqlite":
-            path = self._param_path(name)
             number = sa.case((sa.func.json_type(M.c.config, path).in_(("integer", "real")),
                               sa.func.json_extract(M.c.config, path)))
             return number, sa.func.json_extract(M.c.config, path)
