@@ -57,6 +57,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", default="adaptune.db")
     p.add_argument("--name", help="problem name (default: the file's kernel name)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--chunk-size", type=int, default=10_000,
+                   help="entries per transaction (a killed import keeps every whole chunk; default 10000)")
     p.set_defaults(func=_import)
 
     p = sub.add_parser("export", help="export stored measurements of one problem")
@@ -225,7 +227,8 @@ def _import(args: argparse.Namespace) -> int:
                    console=Console(stderr=True), disable=args.quiet or not sys.stderr.isatty(), transient=True)
     with Store(args.db) as store, bar:
         task = bar.add_task("import", total=size)
-        report = import_file(store, path, name=args.name, progress=lambda n: bar.update(task, completed=n))
+        report = import_file(store, path, name=args.name, chunk_size=max(1, args.chunk_size),
+                             progress=lambda n: bar.update(task, completed=n))
     problems = sorted({run.problem_id for run in report.runs})
     print(f"{report.summary()} into {args.db} as problem {', '.join(map(str, problems))}")
     return 0

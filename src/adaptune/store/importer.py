@@ -20,7 +20,7 @@ from adaptune.records import Result, Status
 from adaptune.store.base import DEFAULT_CHUNK, BaseStore, RunKey
 from adaptune.store.db import Store
 from adaptune.store.errors import FormatError
-from adaptune.store.jsonstream import JsonStream, Truncated, open_text
+from adaptune.store.jsonstream import JsonStream, Truncated, compression_cut, open_text
 from adaptune.store.kt_cache import entry_to_result, kt_header
 from adaptune.store.recorded import RecordedSpace
 from adaptune.store.sql import is_sqlite_file
@@ -122,6 +122,9 @@ def _header(path: Path, source: str) -> tuple[dict[str, Any], str]:
         js = JsonStream(text, source)
         try:
             header, big = _members(js, frozenset(_NEEDS))
+        except Truncated as exc:
+            raise FormatError(f"{source}: the file ends inside its header ({exc})") from exc
+        try:
             if big is None:
                 raise FormatError(f"{source}: not a Kernel Tuner cache or T4 file (no 'cache' or 'results')")
             if _NEEDS[big] in header:
@@ -164,6 +167,9 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
         if not space.params:
             items = _noting_values(items, seen)
         report.written = store.put_stream(run, _reporting(items, js, progress), chunk_size=chunk_size)
+        cut = compression_cut(text)
+        if cut and not report.skipped:  # cut between two entries: what followed is lost, unseen
+            report.skip(f"{cut}; the entries after it are missing")
     if not space.params and seen:  # the space description gets the values the entries hold
         space.params = {n: sorted(v, key=lambda x: (str(type(x)), x)) for n, v in seen.items()}
         space.register(store, name)
@@ -186,7 +192,7 @@ def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: Im
                 raise FormatError(f"{report.source}: expected ',' or '}}' after entry {key!r} at character "
                                   f"{js.offset}")
     except Truncated as exc:
-        report.skip(f"the file ends inside an entry ({exc}): an unterminated cache")
+        report.skip(f"the file ends inside an entry: an unterminated cache ({exc})")
 
 
 def _t4_items(js: JsonStream, names: list[str], scale: float, report: ImportReport) -> Iterator[Result]:

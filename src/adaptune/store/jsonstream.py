@@ -10,8 +10,9 @@ Memory is one read block plus the item being decoded, whatever the size of the f
 
 from __future__ import annotations
 
-import gzip
+import io
 import json
+import re
 import zlib
 from pathlib import Path
 from typing import IO, Any
@@ -26,10 +27,52 @@ MAX_VALUE = 64 << 20
 """Longest single value (one cache entry) read before the text is called corrupt: bounds memory."""
 GZIP_MAGIC = b"\x1f\x8b"
 _WS = " \t\r\n"
+_NEXT_ENTRY = re.compile(r',\s*(?=["{])')
+_COLON = re.compile(r"\s*:\s*")
 
 
 class Truncated(Exception):
     """The text ends (or its compression breaks) inside a value: what a killed writer leaves behind."""
+
+
+class _Gunzip(io.RawIOBase):
+    """The bytes of a gzip file, inflated block by block with zlib. A file cut short (or damaged) yields every
+    byte before the damage and then ends, with ``cut`` saying why (``gzip.open`` raises and loses the block
+    the cut falls in)."""
+
+    def __init__(self, path: Path) -> None:
+        self._raw = path.open("rb")
+        self._inflate = zlib.decompressobj(wbits=31)
+        self._pending = b""
+        self.cut = ""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            packed = self._raw.read(1 << 16)
+            if not packed:
+                if not self._inflate.eof and not self.cut:
+                    self.cut = "compressed data ends before its end-of-stream marker"
+                return 0
+            try:
+                self._pending = self._inflate.decompress(packed)
+                while self._inflate.eof and self._inflate.unused_data:  # a file of several gzip members
+                    rest = self._inflate.unused_data
+                    self._inflate = zlib.decompressobj(wbits=31)
+                    self._pending += self._inflate.decompress(rest)
+            except zlib.error as exc:
+                self.cut = f"compressed data is corrupt ({exc})"
+                return 0
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 def open_text(path: str | Path) -> IO[str]:
@@ -39,12 +82,18 @@ def open_text(path: str | Path) -> IO[str]:
         with path.open("rb") as f:
             head = f.read(2)
         if head == GZIP_MAGIC:
-            return gzip.open(path, "rt", encoding="utf-8")
+            return io.TextIOWrapper(io.BufferedReader(_Gunzip(path), 1 << 16), encoding="utf-8", newline="")
         if path.suffix == ".gz":
             raise FormatError(f"{path}: named .gz but is not a gzip file")
-        return path.open("r", encoding="utf-8")
+        return path.open("r", encoding="utf-8", newline="")
     except OSError as exc:
         raise FormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def compression_cut(stream: IO[str]) -> str:
+    """Why a gzip text stream ended early ('' when it did not, or is not gzip)."""
+    raw = getattr(getattr(stream, "buffer", None), "raw", None)
+    return getattr(raw, "cut", "") if isinstance(raw, _Gunzip) else ""
 
 
 class JsonStream:
@@ -63,9 +112,6 @@ class JsonStream:
             return False
         try:
             block = self.stream.read(BLOCK)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:  # a cut-off or damaged gzip stream
-            self.eof = True
-            raise Truncated(f"compressed data ends or is corrupt ({exc})") from exc
         except UnicodeDecodeError as exc:
             raise FormatError(f"{self.source}: not UTF-8 text (near character {self.consumed + self.pos})") from exc
         if not block:
@@ -76,6 +122,10 @@ class JsonStream:
             self.buf, self.pos = self.buf[self.pos:], 0
         self.buf += block
         return True
+
+    def _ended(self, what: str) -> str:
+        cut = compression_cut(self.stream)
+        return f"{what}: {cut}" if cut else what
 
     @property
     def offset(self) -> int:
@@ -96,7 +146,7 @@ class JsonStream:
         found = self.peek()
         if found != char:
             if not found:
-                raise Truncated(f"the text ends where {char!r} was expected")
+                raise Truncated(self._ended(f"the text ends where {char!r} was expected"))
             raise FormatError(f"{self.source}: expected {char!r} at character {self.offset}, found {found!r}")
         self.pos += 1
 
@@ -111,7 +161,7 @@ class JsonStream:
     def value(self) -> Any:
         """Decode the next JSON value whole."""
         if not self.peek():
-            raise Truncated("the text ends where a value was expected")
+            raise Truncated(self._ended("the text ends where a value was expected"))
         line_end = self.buf.find("\n", self.pos)
         if line_end > self.pos:  # fast path: the value is the rest of its line (one entry a line)
             text = self.buf[self.pos:line_end].rstrip()
@@ -130,12 +180,33 @@ class JsonStream:
                     raise FormatError(f"{self.source}: invalid JSON at character {self.consumed + exc.pos}: "
                                       f"{exc.msg}") from exc
                 if not self._fill():  # the value may go on in the next block; at the end it is cut off
-                    raise Truncated("the text ends inside a value") from exc
+                    if self._whole_entry_after(self.pos + 1):
+                        raise FormatError(f"{self.source}: invalid JSON at character {self.consumed + exc.pos}: "
+                                          f"{exc.msg}") from exc
+                    raise Truncated(self._ended("the text ends inside a value")) from exc
                 continue
             if end == len(self.buf) and isinstance(value, int | float) and self._fill():
                 continue  # a number may go on in the next block
             self.pos = end
             return value
+
+    def _whole_entry_after(self, start: int) -> bool:
+        """Whether a complete object (or ``"key": {...}`` pair) follows a value that does not decode: then the
+        text is corrupt inside, not cut off by a crash (which leaves nothing whole after the cut)."""
+        for found in _NEXT_ENTRY.finditer(self.buf, start):
+            at = found.end()
+            try:
+                value, end = self._decoder.raw_decode(self.buf, at)
+                if isinstance(value, str):  # a key: its object follows the colon
+                    colon = _COLON.match(self.buf, end)
+                    if colon is None:
+                        continue
+                    value, end = self._decoder.raw_decode(self.buf, colon.end())
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                return True
+        return False
 
     def key(self) -> str:
         """The next object key and its colon."""
