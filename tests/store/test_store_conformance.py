@@ -278,16 +278,6 @@ def test_counts_match_the_rows_after_mixed_writes(store):
         assert {s.run: s.counts for s in store.runs()}.get(run, {}) == expected
 
 
-def test_foreign_database_is_refused_by_name(tmp_path):
-    import sqlite3
-
-    path = tmp_path / "other.db"
-    with sqlite3.connect(path) as raw:
-        raw.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
-    with pytest.raises(Exception, match=r"other\.db is not an adaptune database"):
-        Store(path)
-
-
 def test_version_1_database_is_migrated(tmp_path):
     """A store written before the query interface (schema 1) opens with its counts and indexes in place."""
     import sqlite3

@@ -165,7 +165,8 @@ class JsonStream:
         line_end = self.buf.find("\n", self.pos)
         if line_end > self.pos:  # fast path: the value is the rest of its line (one entry a line)
             text = self.buf[self.pos:line_end].rstrip()
-            for candidate in (text, text[:-1]):  # the value, or the value and the separator after it
+            # the value and the separator after it (',' or the closing '}' of the cache), or the value alone
+            for candidate in ((text[:-1], text) if text[-1:] in ",}]" else (text,)):
                 try:
                     value = orjson.loads(candidate)
                 except orjson.JSONDecodeError:
@@ -190,6 +191,15 @@ class JsonStream:
             self.pos = end
             return value
 
+    def _plain_string(self) -> str | None:
+        """A string without escapes at the cursor, consumed; None (nothing consumed) for any other."""
+        end = self.buf.find('"', self.pos + 1)
+        if end < 0 or "\\" in self.buf[self.pos + 1:end]:
+            return None
+        text = self.buf[self.pos + 1:end]
+        self.pos = end + 1
+        return text
+
     def _whole_entry_after(self, start: int) -> bool:
         """Whether a complete object (or ``"key": {...}`` pair) follows a value that does not decode: then the
         text is corrupt inside, not cut off by a crash (which leaves nothing whole after the cut)."""
@@ -210,7 +220,9 @@ class JsonStream:
 
     def key(self) -> str:
         """The next object key and its colon."""
-        key = self.value()
+        key = self._plain_string() if self.peek() == '"' else None
+        if key is None:
+            key = self.value()
         if not isinstance(key, str):
             raise FormatError(f"{self.source}: expected an object key at character {self.offset}")
         self.expect(":")

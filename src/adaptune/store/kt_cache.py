@@ -189,47 +189,52 @@ def kt_header(data: Any, source: str, meta: dict[str, Any] | None = None) -> tup
 
 
 def entry_to_result(key: str, entry: Any, names: list[str], allowed: dict[str, list] | None,
-                     where: str, dropped: set[str]) -> Result:
-    if not isinstance(entry, dict):
+                    where: str, dropped: set[str]) -> Result:
+    """One cache entry as a Result, validated; one pass over its fields (the import of a large cache runs
+    this once per entry)."""
+    if type(entry) is not dict:
         raise FormatError(f"{where} must be an object, not {_kind(entry)}")
-    missing = [n for n in names if n not in entry]
-    if missing:
-        raise FormatError(f"{where} lacks tunable parameter(s) {missing} listed in 'tune_params_keys'")
-    config = {n: entry[n] for n in names}
-    if kt_key(config, names) != key:
+    try:
+        config = {n: entry[n] for n in names}
+    except KeyError:
+        missing = [n for n in names if n not in entry]
+        raise FormatError(f"{where} lacks tunable parameter(s) {missing} listed in 'tune_params_keys'") from None
+    if ",".join([str(v) for v in config.values()]) != key:
         raise FormatError(f"{where}: its parameters {config} give the key {kt_key(config, names)!r}, "
                           f"not {key!r}")
     if allowed is not None:
-        for n in names:
-            if config[n] not in allowed[n]:
-                raise FormatError(f"{where}: {n}={config[n]!r} is not among the values in 'tune_params'")
-
-    status, error, time_ms = _status_of(entry, where)
+        for n, v in config.items():
+            if v not in allowed[n]:
+                raise FormatError(f"{where}: {n}={v!r} is not among the values in 'tune_params'")
+    observers: dict[str, float] = {}
+    failure = None  # a failure string in a field other than 'time' (old caches)
+    for k, v in entry.items():
+        kind = type(v)
+        if kind is str and v in FAILURE_STATUS:
+            if failure is None and k != ERROR_FIELD:
+                failure = v
+        elif k in _RESERVED or k in config:
+            continue
+        elif kind is float or kind is int:
+            observers[k] = float(v)
+        else:
+            dropped.add(k)  # lists/strings/objects of other tools: reported in meta, not silently lost
+    status, error, time_ms = _status_of(entry, failure, where)
     samples = entry.get("times", [])
-    if not isinstance(samples, list):
+    if type(samples) is not list:
         raise FormatError(f"{where}: 'times' must be a list of numbers, not {_kind(samples)}")
     if not all(type(s) in _PLAIN_NUMBERS for s in samples):  # fast path first; details only on failure
         for s in samples:
             _number(s, f"{where}: 'times'")
-    samples = [float(s) for s in samples]
     timings = {attr: _number(entry[k], f"{where}: '{k}'") if k in entry else 0.0 for k, attr in TIMING_FIELDS.items()}
-    observers: dict[str, float] = {}
-    for k, v in entry.items():
-        if k in _RESERVED or k in config:
-            continue
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            observers[k] = float(v)
-        elif not (isinstance(v, str) and v in FAILURE_STATUS):
-            dropped.add(k)  # lists/strings/objects of other tools: reported in meta, not silently lost
-    return Result(config=config, status=status, time_ms=time_ms, samples=samples, observers=observers,
-                  error=error, timestamp=_timestamp(entry.get("timestamp"), where), **timings)
+    return Result(config=config, status=status, time_ms=time_ms, samples=[float(s) for s in samples],
+                  observers=observers, error=error, timestamp=_timestamp(entry.get("timestamp"), where), **timings)
 
 
-def _status_of(entry: dict[str, Any], where: str) -> tuple[Status, str, float]:
+def _status_of(entry: dict[str, Any], other_failure: str | None, where: str) -> tuple[Status, str, float]:
     """(status, error text, time_ms) of one entry; failure strings may sit in 'time' or (old caches) elsewhere."""
     value = entry.get("time")
-    failure = value if isinstance(value, str) else next(
-        (v for k, v in entry.items() if isinstance(v, str) and v in FAILURE_STATUS and k != ERROR_FIELD), None)
+    failure = value if isinstance(value, str) else other_failure
     own = entry.get(STATUS_FIELD)
     error = entry.get(ERROR_FIELD, "")
     if not isinstance(error, str):
