@@ -302,7 +302,8 @@ class BaseStore(abc.ABC):
 
         ``order_by``: one of :data:`PAGE_COLUMNS` or a parameter name; failures (no time) sort last either
         way, ties by id. ``where``: parameter = value filters. Sorting by a parameter or filtering by
-        ``where`` reads the whole run (no index on parameter values); the rest is indexed.
+        ``where`` reads the whole run (no index on parameter values); the rest is indexed, and a page deep
+        in the run walks the index up to its offset.
         """
 
     @abc.abstractmethod
