@@ -55,5 +55,6 @@ def test_every_study_has_a_readme_a_run_module_and_results():
     assert len(studies) >= 12
     for study in studies:
         assert (study / "README.md").is_file() and (study / "results").is_dir(), study.name
-        assert study.name in SMOKE or study.name in ("adaptive_cpu", "ndp", "lscat"), (
-            f"{study.name}: add its smoke command here")  # adaptive_cpu: test_adaptive_cli.py; ndp, lscat: minutes
+        assert study.name in SMOKE or study.name in ("adaptive_cpu", "ndp", "lscat", "store_scale"), (
+            f"{study.name}: add its smoke command here")  # adaptive_cpu: test_adaptive_cli.py; ndp, lscat: minutes;
+        # store_scale: tests/benchmarks/test_store_scale_smoke.py (checks its numbers too)

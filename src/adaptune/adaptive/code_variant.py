@@ -23,10 +23,11 @@ import numpy as np
 from adaptune.adaptive.compiled import ModelParams, Predictor, compile_predictor
 from adaptune.adaptive.device_features import cpu_device
 from adaptune.adaptive.features import FeatureSet, PendingFeatures
-from adaptune.adaptive.labelling import Label, MemoryCache, StoreCache, outputs_match
+from adaptune.adaptive.labelling import Label, LabelCache, outputs_match
 from adaptune.adaptive.persist import ModelFileError, load_into, read_document, save_model
 from adaptune.adaptive.training import TrainReport, train_code_variant
 from adaptune.records import DeviceInfo, Result
+from adaptune.store.base import BaseStore
 
 __all__ = ["CodeVariant", "TrainReport", "cpu_device", "load_code_variant"]
 
@@ -347,18 +348,16 @@ class CodeVariant:
 
     # ------------------------------------------------------------------------------ training
 
-    def open_cache(self, db: Any = None) -> Any:
-        """Where labels live: ``None`` in memory; a path, URL or Store: the results store."""
-        if db is None:
-            return MemoryCache()
-        # the storage layer (SQLAlchemy) only when labels are kept: a program that only dispatches never loads it
-        from adaptune.store import Store
+    def open_cache(self, db: Any = None) -> LabelCache:
+        """Where labels live: ``None`` in memory; a path, URL or store: the results store."""
+        # the storage layer (SQLAlchemy) only when labels are measured: a program that only dispatches never loads it
+        from adaptune.store.db import MEMORY, Store
 
-        store = db if isinstance(db, Store) else Store(db)
+        store = db if isinstance(db, BaseStore) else Store(MEMORY if db is None else db)
         space_desc = {"variants": self.variant_names, "features": self.feature_names,
                       "objective": self.objective if isinstance(self.objective, str) else "custom",
                       "spaces": {v: self._variants[v].space.names for v in self.parametrised_variants()}}
-        return StoreCache(store, self.device or cpu_device(), self.name, self.source_hash(), space_desc)
+        return LabelCache(store, self.device or cpu_device(), self.name, self.source_hash(), space_desc)
 
     def train(self, inputs: Iterable[Any] | Mapping[str, Any], *, model: str = "svm", active: int | None = None,
               target: float | None = None, holdout: Iterable[Any] | Mapping[str, Any] | None = None,

@@ -6,7 +6,7 @@
   wrong results become failed records (never a crash), and its duration calibrates how many calls
   one sample must hold to be well above the timer's resolution.
 * A failed constraint is recorded as ``constraint`` and costs infinity in training.
-* Every result goes into a :class:`~adaptune.store.Store` (or an in-memory cache), keyed by
+* Every result goes into a store (:class:`~adaptune.store.BaseStore`; in memory without ``db``), keyed by
   (device, problem, input, label), so retraining or re-evaluating never measures twice.
 """
 
@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from adaptune.adaptive.shape import VariantShape
-from adaptune.records import Result, Status
+from adaptune.records import DeviceInfo, Result, Status
+from adaptune.store.base import BaseStore
+from adaptune.store.codec import config_key
 
 # ------------------------------------------------------------------------------------- labels
 
@@ -108,29 +110,12 @@ def as_inputs(items: Iterable[Any] | Mapping[str, Any]) -> list[Input]:
 # ------------------------------------------------------------------------------------ caching
 
 
-class MemoryCache:
-    """Results kept for this process only (``db=None``)."""
+class LabelCache:
+    """Labels of one code variant in a store (``adaptune.store.BaseStore``): one problem per code variant,
+    one input per input, one configuration ``{"variant": name, **params}`` per label. ``db=None`` gives an
+    in-memory store, so labelling has one path whether results are kept or not."""
 
-    def __init__(self) -> None:
-        self._results: dict[tuple[str, Label], Result] = {}
-
-    def register_input(self, name: str, features: Mapping[str, float]) -> None:
-        pass
-
-    def get_many(self, name: str, labels: Sequence[Label]) -> dict[Label, Result]:
-        return {lab: self._results[(name, lab)] for lab in labels if (name, lab) in self._results}
-
-    def get_all(self, name: str) -> dict[Label, Result]:
-        return {lab: res for (n, lab), res in self._results.items() if n == name}
-
-    def put(self, name: str, label: Label, result: Result) -> None:
-        self._results[(name, label)] = result
-
-
-class StoreCache:
-    """Results in an adaptune Store: one problem per code variant, one input row per input."""
-
-    def __init__(self, store: Any, device_info: Any, problem: str, source_hash: str,
+    def __init__(self, store: BaseStore, device_info: DeviceInfo, problem: str, source_hash: str,
                  space_desc: dict[str, Any]) -> None:
         self.store = store
         self.device_id = store.device(device_info)
@@ -146,12 +131,11 @@ class StoreCache:
         return self._input_ids[name]
 
     def get_many(self, name: str, labels: Sequence[Label]) -> dict[Label, Result]:
-        from adaptune.store.codec import config_key
-
+        """The stored results of these labels: one indexed lookup."""
+        keys = {config_key(lab.store_config): lab for lab in labels}
         found = self.store.get_many(self.device_id, self.problem_id, self._input_id(name),
                                     [lab.store_config for lab in labels])
-        return {lab: found[config_key(lab.store_config)] for lab in labels
-                if config_key(lab.store_config) in found}
+        return {keys[k]: res for k, res in found.items() if k in keys}
 
     def get_all(self, name: str) -> dict[Label, Result]:
         """Everything stored for this input (searched configurations too): what a remote labeller reuses."""

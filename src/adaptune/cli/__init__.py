@@ -7,6 +7,7 @@ import importlib
 import sys
 
 from adaptune.backends.base import BackendError
+from adaptune.store.errors import StoreError
 
 COMMAND_GROUPS = ("adaptune.cli.core", "adaptune.cli.search", "adaptune.cli.adaptive")
 COMMAND_GROUPS += ("adaptune.cli.thresholds", "adaptune.cli.triton")
@@ -24,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
+    except (ValueError, TypeError, FileNotFoundError, KeyError, StoreError) as exc:
         print(f"adaptune {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except BackendError as exc:  # no usable device, a missing driver: one line, not a traceback

@@ -22,6 +22,7 @@ from adaptune.store.codec import config_key
 from adaptune.tuning.parallel import tune_with_executor
 from adaptune.tuning.problem import Problem
 from adaptune.tuning.report import TuneReport, report_from_results, warn_if_all_failed
+from adaptune.tuning.resume import StoredLookup
 
 
 def tune(
@@ -107,7 +108,7 @@ def _adopt(store: Store, ids: tuple[int, int, int], space, known: list[Result]) 
 
 def _stored_count(store: Store) -> int:
     try:
-        return len(store.results())
+        return store.count()
     except Exception:  # noqa: BLE001 - only for the message; the data is safe either way
         return -1
 
@@ -117,24 +118,22 @@ class _Session:
 
     def __init__(self, space, measurer: Measurer, store: Store, ids: tuple[int, int, int]) -> None:
         self.space, self.measurer, self.store, self.ids = space, measurer, store, ids
-        device_id, problem_id, input_id = ids
-        self.stored = {space.key(r.config): r
-                       for r in store.results(problem_id=problem_id, device_id=device_id, input_id=input_id)}
+        self.stored = StoredLookup(store, ids, space)  # looked up a batch of asks at a time
         self.best_ms = math.inf  # the incumbent, for racing
 
     def prefetch(self, indices: list[int]) -> None:
         configs = [self.space.config(i) for i in indices]
-        self.measurer.prefetch([c for c in configs if self.space.key(c) not in self.stored])
+        self.stored.lookup(configs)
+        self.measurer.prefetch([c for c in configs if self.stored.get(c) is None])
 
     def measure(self, config: dict[str, Any]) -> tuple[Result, bool]:
         """The configuration's result, and whether it came from the store."""
-        key = self.space.key(config)
-        result = self.stored.get(key)
+        result = self.stored.get(config)
         reused = result is not None
         if result is None:
             result = self.measurer.measure(config, best_ms=self.best_ms)
             self.store.put(*self.ids, result)
-            self.stored[key] = result
+            self.stored.add(config, result)
         self.best_ms = min(self.best_ms, result.time_ms)
         return result, reused
 
