@@ -7,7 +7,7 @@ import importlib
 import sys
 
 COMMAND_GROUPS = ("adaptune.cli.core", "adaptune.cli.search", "adaptune.cli.adaptive")
-COMMAND_GROUPS += ("adaptune.cli.thresholds",)
+COMMAND_GROUPS += ("adaptune.cli.thresholds", "adaptune.cli.dashboard")
 
 
 def build_parser() -> argparse.ArgumentParser:
