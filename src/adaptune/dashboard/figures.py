@@ -16,6 +16,8 @@ from plotly.subplots import make_subplots
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
           "#bcbd22", "#17becf")
+CATEGORIES = 16
+"""A parameter with at most this many distinct values is drawn as evenly spaced categories."""
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 
 
@@ -86,13 +88,16 @@ def spread(bins: Sequence[Mapping[str, Any]], failures: Mapping[str, int], *, ti
 
 
 def _axis_values(values: Sequence[Any]) -> tuple[list[float], dict[str, Any]]:
-    """Numbers stay numbers; anything else becomes category indices with the names as tick labels."""
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+    """Parameter values as positions on an axis: a few distinct values (a tuning space's usual powers of two)
+    are evenly spaced categories in their natural order, named by their values; many numbers stay numbers."""
+    distinct = set(values)
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in distinct)
+    if numeric and len(distinct) > CATEGORIES:
         return [float(v) for v in values], {}
-    names = sorted({str(v) for v in values})
-    index = {n: i for i, n in enumerate(names)}
-    return [float(index[str(v)]) for v in values], {"tickvals": list(range(len(names))),
-                                                    "ticktext": [text(n) for n in names]}
+    names = sorted(distinct, key=(lambda v: (float(v), 0)) if numeric else (lambda v: (0, str(v))))
+    index = {v: i for i, v in enumerate(names)}
+    return [float(index[v]) for v in values], {"tickvals": list(range(len(names))),
+                                               "ticktext": [text(n) for n in names]}
 
 
 def parallel_coordinates(rows: Sequence[Mapping[str, Any]], params: Sequence[str], *, title: str) -> go.Figure:
@@ -103,7 +108,8 @@ def parallel_coordinates(rows: Sequence[Mapping[str, Any]], params: Sequence[str
     dims = []
     for p in params:
         values, ticks = _axis_values([r["config"].get(p) for r in rows])
-        dims.append({"label": text(p), "values": values, **ticks})
+        span = {"range": [-0.3, len(ticks["tickvals"]) - 0.7]} if ticks else {}
+        dims.append({"label": text(p), "values": values, **ticks, **span})
     times = [r["time_ms"] for r in rows]
     dims.append({"label": "time (ms)", "values": times})
     fig = go.Figure(go.Parcoords(dimensions=dims, line={"color": [math.log10(t) for t in times],

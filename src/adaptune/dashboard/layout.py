@@ -150,6 +150,7 @@ def run_page(view: RunView) -> html.Div:
                                     "rowBuffer": 10},
                    className="ag-theme-quartz", style={"height": "420px"}),
         dcc.Store(id="run-key", data=list(view.run)),
+        dcc.Store(id="config-grid-refreshed"),
         dcc.Store(id="run-params", data=view.params),
     ])
 

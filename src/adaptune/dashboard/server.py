@@ -172,7 +172,8 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
         trajectory = {view.device: queries.trajectory(run, view.started)}
         rows = queries.fastest(run)
         failures = {k: n for k, n in view.counts.items() if k != "ok"}
-        sample = f"the {len(rows)} fastest" if len(rows) < view.counts.get("ok", 0) else "every successful"
+        ok = view.counts.get("ok", 0)
+        sample = f"the {len(rows)} fastest of {ok}" if len(rows) < ok else f"all {len(rows)} successful"
         energy_key, points, front = queries.energy(rows)
         energy = ([L.graph("fig-energy", 360)] if not points else
                   [html.H2("Energy"), dcc.Graph(id="fig-energy", config=L.GRAPH_CONFIG,
@@ -195,6 +196,15 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
                                                   request.get("endRow", 100), request.get("sortModel") or [],
                                                   request.get("filterModel") or {}, params)
         return {"rowData": rows, "rowCount": total}
+
+    # new rows in the store: the grid asks for its visible blocks again (sort, filter and scroll kept)
+    app.clientside_callback(
+        """function(version, id) {
+            try { const api = dash_ag_grid.getApi(id); if (api) { api.refreshInfiniteCache(); } } catch (e) {}
+            return window.dash_clientside.no_update;
+        }""",
+        Output("config-grid-refreshed", "data"), Input("version", "data"), State("config-grid", "id"),
+        prevent_initial_call=True)
 
     # ------------------------------------------------------------------ compare
     @app.callback(Output("fig-compare-evals", "figure"), Output("fig-compare-time", "figure"),
