@@ -7,13 +7,16 @@ Slow (tuning runs on PoCL, a server process, Chromium): marked ``slow``, still r
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
-from dashboard_harness import HOSTILE, REFUSED_TILE, screenshot, tune, write_spec
+from dashboard_harness import HOSTILE, REFUSED_TILE, ROOT, screenshot, tune, write_spec
 
 from adaptune.adaptive import CodeVariant
+from adaptune.adaptive.objectives import metrics, pareto
 from adaptune.store import Store
 
 pytestmark = pytest.mark.slow
@@ -218,3 +221,22 @@ def test_per_input_page_shows_oracle_and_the_models_choice(trained_variant, serv
     assert "family random (4)" in page.locator("#inputs-summary").inner_text().lower()
     screenshot(page, "inputs")
     assert not page.errors
+
+
+def test_energy_pareto_front_of_a_run_that_recorded_energy(tmp_path, serve, page):
+    """The committed H100 energy run (NVML counter per measurement), imported as a user would."""
+    db = tmp_path / "energy.db"
+    t4 = ROOT / "benchmarks" / "energy" / "results" / "energy_h100_t4.json.gz"
+    subprocess.run([sys.executable, "-m", "adaptune", "import", str(t4), "--db", str(db)], check=True, cwd=ROOT,
+                   capture_output=True)
+    (run,) = runs_of(db)
+    with Store(db) as store:
+        results = [s.result for s in store.page(run.run, limit=1000, status="ok").rows]
+    front = pareto(results)
+    server = serve(db)
+    page.goto(f"{server.url}/run/{run.run.problem_id}/{run.run.device_id}/{run.run.input_id}")
+    everything, drawn_front = plot_data(page, "fig-energy")
+    assert len(everything["x"]) == len(results) == run.counts["ok"]
+    assert drawn_front["x"] == pytest.approx([r.time_ms for r in front])
+    assert drawn_front["y"] == pytest.approx([metrics(r)["energy_per_call_j"] for r in front])
+    screenshot(page, "energy")

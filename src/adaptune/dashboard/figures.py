@@ -157,20 +157,19 @@ def best_per_group(groups: Sequence[Mapping[str, Any]], *, title: str, by: str) 
     return _base(fig, title)
 
 
-def pareto(rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[str, Any]], *, energy: str,
-           title: str) -> go.Figure:
+def pareto(rows: Sequence[Mapping[str, Any]], front: Sequence[Mapping[str, Any]], *, title: str) -> go.Figure:
     """Every configuration's time against its energy, the non-dominated ones joined."""
     if not rows:
         return empty(title, "no energy was recorded for this run")
     fig = go.Figure()
     fig.add_trace(go.Scatter(x=[r["time_ms"] for r in rows], y=[r["energy"] for r in rows], mode="markers",
                              name="configurations", marker={"color": COLORS[7], "size": 6, "opacity": 0.6},
-                             hovertemplate="%{x:.4g} ms, %{y:.4g}<extra></extra>"))
+                             hovertemplate="%{x:.4g} ms, %{y:.4g} J<extra></extra>"))
     fig.add_trace(go.Scatter(x=[r["time_ms"] for r in front], y=[r["energy"] for r in front],
                              mode="lines+markers", name="Pareto front", line={"shape": "hv", "color": COLORS[3]},
-                             marker={"size": 9}, hovertemplate="%{x:.4g} ms, %{y:.4g}<extra></extra>"))
+                             marker={"size": 9}, hovertemplate="%{x:.4g} ms, %{y:.4g} J<extra></extra>"))
     fig.update_xaxes(title="time (ms)")
-    fig.update_yaxes(title=text(energy))
+    fig.update_yaxes(title="energy per call (J)")
     return _base(fig, title, height=360)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from adaptune.adaptive.objectives import ENERGY_PER_CALL_ALIASES
+from adaptune.adaptive.objectives import metrics, pareto
 from adaptune.records import Status
 from adaptune.store.base import PAGE_COLUMNS, BaseStore, RunKey, StoredResult
 
@@ -21,7 +21,6 @@ SAMPLE = 2000
 """Configurations the parameter views and the energy front plot at most (the fastest ones)."""
 PARAM_PREFIX = "p:"
 """Table columns of parameters: a prefix AG Grid does not read as a path (it reads dots as nesting)."""
-ENERGY_KEYS = ("energy_per_call_j", "energy_j", *ENERGY_PER_CALL_ALIASES)
 
 
 def finite(value: float) -> float | None:
@@ -46,8 +45,7 @@ def row_dict(stored: StoredResult) -> dict[str, Any]:
     """A stored result as a table row: plain JSON values, parameters under ``config``."""
     r = stored.result
     return {"id": stored.id, "status": str(r.status), "time_ms": finite(r.time_ms), "config": dict(r.config),
-            "compile_ms": round(float(r.compile_ms), 3), "timestamp": r.timestamp, "error": r.error or "",
-            "observers": {k: v for k, v in r.observers.items() if isinstance(v, (int, float, str))}}
+            "compile_ms": round(float(r.compile_ms), 3), "timestamp": r.timestamp, "error": r.error or ""}
 
 
 @dataclass(frozen=True)
@@ -143,9 +141,9 @@ class DashboardQueries:
         return [{"lo_ms": b.low, "hi_ms": b.high, "count": b.count}
                 for b in self.store.time_histogram(run) if b.count]
 
-    def fastest(self, run: RunKey, limit: int = SAMPLE) -> list[dict[str, Any]]:
+    def fastest(self, run: RunKey, limit: int = SAMPLE) -> list[StoredResult]:
         """The fastest successful configurations (all of a small run): what the parameter views plot."""
-        return [row_dict(s) for s in self.store.page(run, limit=limit, status=Status.OK).rows]
+        return self.store.page(run, limit=limit, status=Status.OK).rows
 
     def table_page(self, run: RunKey, start: int, end: int, sort: Sequence[Mapping[str, Any]],
                    filters: Mapping[str, Any], params: Sequence[str]) -> tuple[list[dict[str, Any]], int]:
@@ -193,22 +191,21 @@ class DashboardQueries:
         return {"curves": curves, "devices": list(devices.values()), "inputs": inputs,
                 "runs": [{"label": label(s.device, s.input, s.run.problem_id), "path": run_path(s.run)} for s in runs]}
 
-    def energy(self, rows: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
-        """The energy observer's name, every plotted configuration with energy, and their Pareto front."""
-        key = next((k for k in ENERGY_KEYS if any(k in r["observers"] for r in rows)), "")
-        points = [{"time_ms": r["time_ms"], "energy": float(r["observers"][key]), "config": r["config"]}
-                  for r in rows if key and isinstance(r["observers"].get(key), (int, float))
-                  and math.isfinite(float(r["observers"][key]))]
-        front: list[dict[str, Any]] = []
-        for p in sorted(points, key=lambda p: (p["time_ms"], p["energy"])):
-            if not front or p["energy"] < front[-1]["energy"]:
-                front.append(p)
-        return key, points, front
+    @staticmethod
+    def energy(stored: Sequence[StoredResult]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Time and energy per call of every plotted configuration that recorded energy (the objectives'
+        own reading of the observers), and which of them lie on the Pareto front."""
+        with_energy = [s.result for s in stored if "energy_per_call_j" in metrics(s.result)]
+        points = [{"time_ms": r.time_ms, "energy": metrics(r)["energy_per_call_j"], "config": dict(r.config)}
+                  for r in with_energy]
+        front = [{"time_ms": r.time_ms, "energy": metrics(r)["energy_per_call_j"], "config": dict(r.config)}
+                 for r in pareto(with_energy)] if with_energy else []
+        return points, front
 
 
 def _flat(row: dict[str, Any]) -> dict[str, Any]:
     """A table row with each parameter as its own column (``p:<name>``) and JSON-safe values."""
-    out = {k: v for k, v in row.items() if k not in ("config", "observers")}
+    out = {k: v for k, v in row.items() if k != "config"}
     for k, v in row["config"].items():
         out[PARAM_PREFIX + k] = v if isinstance(v, (int, float, str, bool)) or v is None else json.dumps(v)
     return out

@@ -19,7 +19,7 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from adaptune.dashboard import figures as F
 from adaptune.dashboard import layout as L
-from adaptune.dashboard.queries import DashboardQueries, parse_run_path
+from adaptune.dashboard.queries import DashboardQueries, parse_run_path, row_dict
 from adaptune.dashboard.selection import SavedModel, selection
 from adaptune.store import Store, StoreError
 from adaptune.store.base import RunKey
@@ -164,27 +164,7 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
     @app.callback(*run_outputs, Input("version", "data"), Input("run-key", "data"))
     @_guard(source, run_failed)
     def run_page(_version: Any, key: list[int]) -> tuple[Any, ...]:
-        queries = source.queries()
-        run = RunKey(*key)
-        view = queries.run_view(run)
-        if view is None:
-            return run_failed("this run is no longer in the store")
-        trajectory = {view.device: queries.trajectory(run, view.started)}
-        rows = queries.fastest(run)
-        failures = {k: n for k, n in view.counts.items() if k != "ok"}
-        ok = view.counts.get("ok", 0)
-        sample = f"the {len(rows)} fastest of {ok}" if len(rows) < ok else f"all {len(rows)} successful"
-        energy_key, points, front = queries.energy(rows)
-        energy = ([L.graph("fig-energy", 360)] if not points else
-                  [html.H2("Energy"), dcc.Graph(id="fig-energy", config=L.GRAPH_CONFIG,
-                                                  figure=F.pareto(points, front, energy=energy_key,
-                                                                  title="time against energy: Pareto front"))])
-        return (F.best_so_far(trajectory, x="evaluation", title="best so far, by evaluation"),
-                F.best_so_far(trajectory, x="elapsed_s", title="best so far, by wall time"),
-                F.spread(queries.histogram(run), failures, title="spread of all measurements"),
-                F.parallel_coordinates(rows, view.params, title=f"parallel coordinates ({sample} configurations)"),
-                F.time_per_parameter(rows, view.params, title="time against each parameter"),
-                energy if points else [], L.run_header(view), L.best_config_code(view))
+        return run_content(source.queries(), RunKey(*key)) or run_failed("this run is no longer in the store")
 
     @app.callback(Output("config-grid", "getRowsResponse"), Input("config-grid", "getRowsRequest"),
                   State("run-key", "data"), State("run-params", "data"), prevent_initial_call=True)
@@ -251,6 +231,30 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
         for err in model_errors:
             stats.append(html.P(err, className="error-text"))
         return F.oracle_fraction(rows, title="fraction of oracle per input"), stats, columns, grid
+
+
+def run_content(queries: DashboardQueries, run: RunKey) -> tuple[Any, ...] | None:
+    """Everything the run page draws above its table (None when the store has no such run): a handful of
+    bounded queries, whatever the size of the run."""
+    view = queries.run_view(run)
+    if view is None:
+        return None
+    trajectory = {view.device: queries.trajectory(run, view.started)}
+    fastest = queries.fastest(run)
+    rows = [row_dict(s) for s in fastest]
+    failures = {k: n for k, n in view.counts.items() if k != "ok"}
+    ok = view.counts.get("ok", 0)
+    sample = f"the {len(rows)} fastest of {ok}" if len(rows) < ok else f"all {len(rows)} successful"
+    points, front = queries.energy(fastest)
+    energy = [html.H2("Energy"), dcc.Graph(id="fig-energy", config=L.GRAPH_CONFIG,
+                                           figure=F.pareto(points, front, title="time against energy per call: "
+                                                                                 "Pareto front"))]
+    return (F.best_so_far(trajectory, x="evaluation", title="best so far, by evaluation"),
+            F.best_so_far(trajectory, x="elapsed_s", title="best so far, by wall time"),
+            F.spread(queries.histogram(run), failures, title="spread of all measurements"),
+            F.parallel_coordinates(rows, view.params, title=f"parallel coordinates ({sample} configurations)"),
+            F.time_per_parameter(rows, view.params, title="time against each parameter"),
+            energy if points else [], L.run_header(view), L.best_config_code(view))
 
 
 def serve(target: str, *, host: str = "127.0.0.1", port: int = 8080, models: Sequence[str | Path] = ()) -> None:
