@@ -162,7 +162,7 @@ def test_compare_page_draws_every_run_of_a_problem(tuned_store, serve, page):
     assert sorted(x.split(" · ")[0] for x in inputs["x"]) == ["n=200000", "n=50000"]
     (devices,) = plot_data(page, "fig-devices")
     assert len(devices["x"]) == 1
-    screenshot(page, "compare")
+    screenshot(page, "compare_inputs")
 
 
 # ------------------------------------------------------------------ per-input selection of a trained CodeVariant
@@ -240,3 +240,21 @@ def test_energy_pareto_front_of_a_run_that_recorded_energy(tmp_path, serve, page
     assert drawn_front["x"] == pytest.approx([r.time_ms for r in front])
     assert drawn_front["y"] == pytest.approx([metrics(r)["energy_per_call_j"] for r in front])
     screenshot(page, "energy")
+
+
+def test_one_problem_across_devices(tmp_path, serve, page):
+    """Kernel Tuner caches of one convolution recorded on two GPUs, imported under one problem name."""
+    db = tmp_path / "gpus.db"
+    for gpu in ("A100", "W7800"):
+        cache = ROOT / "data" / "benchmark_hub" / "convolution_milo" / f"{gpu}.json.gz"
+        subprocess.run([sys.executable, "-m", "adaptune", "import", str(cache), "--db", str(db), "--name",
+                        "convolution"], check=True, cwd=ROOT, capture_output=True)
+    with Store(db) as store:
+        (problem,) = store.problems()
+        best = {g.name: g.best_time_ms for g in store.device_summaries(problem.id)}
+    server = serve(db)
+    page.goto(f"{server.url}/problem/{problem.id}")
+    (devices,) = plot_data(page, "fig-devices")
+    assert dict(zip(devices["x"], devices["y"], strict=True)) == pytest.approx(best)
+    assert len(best) == 2 and len(plot_data(page, "fig-compare-evals")) == 2
+    screenshot(page, "compare")

@@ -166,18 +166,27 @@ class DashboardQueries:
     def problem_name(self, problem_id: int) -> str:
         return self.store.problem_info(problem_id).name
 
+    def _named(self, problem_id: int) -> tuple[list[int], list[Any]]:
+        """The ids of the problems with this one's name (one kernel at several sizes is several problems)
+        and their runs."""
+        ids = [p.id for p in self.store.problems(name=self.problem_name(problem_id))] or [problem_id]
+        return ids, [s for pid in ids for s in self.store.runs(problem_id=pid)]
+
+    @staticmethod
+    def _label(s: Any, several: bool) -> str:
+        return f"{s.device} · {s.input}" + (f" · #{s.run.problem_id}" if several else "")
+
+    def compare_runs(self, problem_id: int) -> list[dict[str, str]]:
+        """Links to every run of the problems with this one's name."""
+        ids, runs = self._named(problem_id)
+        return [{"label": self._label(s, len(ids) > 1), "path": run_path(s.run)} for s in runs]
+
     def compare(self, problem_id: int) -> dict[str, Any]:
-        """Every run of the problems with this one's name (one kernel at several sizes is several problems),
-        trajectories on one plot, and the best per device and per input."""
-        name = self.problem_name(problem_id)
-        ids = [p.id for p in self.store.problems(name=name)] or [problem_id]
-        runs = [s for pid in ids for s in self.store.runs(problem_id=pid)]
+        """Every run of the problems with this one's name (trajectories on one plot), and the best per device
+        and per input."""
+        ids, runs = self._named(problem_id)
         several = len(ids) > 1
-
-        def label(device: str, input_name: str, pid: int) -> str:
-            return f"{device} · {input_name}" + (f" · #{pid}" if several else "")
-
-        curves = {label(s.device, s.input, s.run.problem_id): self.trajectory(s.run, None) for s in runs}
+        curves = {self._label(s, several): self.trajectory(s.run, None) for s in runs}
         devices: dict[str, dict[str, Any]] = {}
         inputs = []
         for pid in ids:
@@ -189,7 +198,7 @@ class DashboardQueries:
             inputs += [{"name": g.name + (f" · #{pid}" if several else ""), "best_ms": finite(g.best_time_ms),
                         "evaluations": g.measurements} for g in self.store.input_summaries(pid)]
         return {"curves": curves, "devices": list(devices.values()), "inputs": inputs,
-                "runs": [{"label": label(s.device, s.input, s.run.problem_id), "path": run_path(s.run)} for s in runs]}
+                "runs": [{"label": self._label(s, several), "path": run_path(s.run)} for s in runs]}
 
     @staticmethod
     def energy(stored: Sequence[StoredResult]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -127,7 +127,7 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
                 problem_id = int(parts[1])
                 name = queries.problem_name(problem_id)
                 if parts[0] == "problem":
-                    return L.compare_page(name, problem_id, queries.compare(problem_id)["runs"])
+                    return L.compare_page(name, problem_id, queries.compare_runs(problem_id))
                 devices = [{"id": d.id, "name": d.name} for d in queries.store.devices() if d.measurements]
                 return L.inputs_page(name, problem_id, devices,
                                      [k for k, m in models.items() if m.name == name] or [])
