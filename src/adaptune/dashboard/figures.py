@@ -58,7 +58,11 @@ def best_so_far(curves: Mapping[str, Sequence[Mapping[str, Any]]], *, x: str, ti
                                  hovertemplate=f"{x}: %{{x:.4g}}<br>best: %{{y:.4g}} ms<extra></extra>"))
     fig.update_xaxes(title=("evaluation" if x == "evaluation" else "wall time since start (s)"))
     fig.update_yaxes(title="best time so far (ms)", type="log")
-    return _base(fig, title, height=height)
+    out = _base(fig, title, height=height + (24 * len(curves) if len(curves) > 1 else 0))
+    out.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0})
+    if len(curves) > 1:
+        out.update_layout(margin={"b": 60 + 24 * len(curves)})
+    return out
 
 
 def spread(bins: Sequence[Mapping[str, Any]], failures: Mapping[str, int], *, title: str) -> go.Figure:
@@ -153,7 +157,7 @@ def best_per_group(groups: Sequence[Mapping[str, Any]], *, title: str, by: str) 
                            customdata=[[g.get("evaluations", 0)] for g in groups],
                            hovertemplate="%{x}<br>best %{y:.4g} ms<br>%{customdata[0]} evaluations<extra></extra>"))
     fig.update_xaxes(title=by)
-    fig.update_yaxes(title="best time (ms)", type="log")
+    fig.update_yaxes(title="best time (ms)", rangemode="tozero")
     return _base(fig, title)
 
 

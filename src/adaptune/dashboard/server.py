@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import dash
 import sqlalchemy as sa
@@ -31,7 +32,8 @@ READ_ERRORS = (StoreError, KeyError, OSError, ValueError)
 
 class StoreSource:
     """Opens the store on first use and again after a failure, so a page shows the error and a later
-    reload recovers once the database is back. A SQLite path must exist: the dashboard never creates one."""
+    reload recovers once the database is back. An SQLite file is opened read-only (SQLite refuses every
+    write) and must exist: the dashboard never creates or changes a database."""
 
     def __init__(self, target: str) -> None:
         self.target = target
@@ -41,12 +43,25 @@ class StoreSource:
     def queries(self) -> DashboardQueries:
         with self._lock:
             if self._queries is None:
-                if "://" not in self.target and not is_sqlite_file(self.target):
-                    what = "is not an SQLite database" if Path(self.target).exists() else "does not exist"
-                    raise StoreError(f"{self.target} {what}: give the database a tuning run wrote to "
-                                     "(a file, or a postgresql:// URL)")
-                self._queries = DashboardQueries(Store(self.target))
+                self._queries = DashboardQueries(self._open())
             return self._queries
+
+    def _open(self) -> Store:
+        if "://" in self.target:
+            return Store(self.target)
+        path = Path(self.target).expanduser()
+        if not is_sqlite_file(path):
+            what = "is not an SQLite database" if path.exists() else "does not exist"
+            raise StoreError(f"{self.target} {what}: give the database a tuning run wrote to "
+                             "(a file, or a postgresql:// URL)")
+        try:
+            return Store(f"sqlite:///file:{quote(str(path.resolve()))}?mode=ro&uri=true")
+        except StoreError as exc:
+            cause = str(exc).split(": ", 1)[-1].removeprefix("cannot open: ").removeprefix("cannot write: ")
+            if "readonly database" in cause:
+                cause = ("it is not an adaptune database of this version (one written by an older adaptune is "
+                         "upgraded by any command that writes to it, e.g. adaptune show)")
+            raise StoreError(f"{self.target}: {cause}") from exc
 
     def reset(self) -> None:
         with self._lock:
@@ -144,7 +159,11 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
     @_guard(source, lambda msg: ([], [html.P(msg, className="error-text")]))
     def home(_version: Any, _grid: str) -> tuple[Any, Any]:
         queries = source.queries()
-        problems = [{"id": p.id, "name": p.name} for p in queries.store.problems() if p.measurements]
+        named: dict[str, int] = {}  # one entry per name: its pages cover every problem of that name
+        for p in queries.store.problems():
+            if p.measurements:
+                named.setdefault(p.name, p.id)
+        problems = [{"id": pid, "name": name} for name, pid in named.items()]
         return queries.run_rows(), L.problem_links(problems)
 
     @app.callback(Output("url", "pathname"), Input("runs-grid", "cellClicked"), prevent_initial_call=True)
