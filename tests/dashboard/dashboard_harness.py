@@ -47,7 +47,7 @@ def write_spec(folder: Path, stem: str, *, name: str, n: int, input_name: str = 
     refuse = f"#if tile_size_x == {REFUSED_TILE}\n#error tile_size_x {REFUSED_TILE} is refused by this kernel\n#endif\n"
     marker = "__kernel void"
     (folder / "kernel.cl").write_text(kernel.replace(marker, refuse + marker, 1))
-    params = params or {"block_size_x": [32, 128], "tile_size_x": [1, 2, 4, REFUSED_TILE]}
+    params = params or {"block_size_x": [16, 32, 64, 128, 256], "tile_size_x": [1, 2, 4, REFUSED_TILE]}
     path = folder / f"{stem}.py"
     path.write_text(SPEC.format(n=n, params=params, defaults={k: v[0] for k, v in params.items()},
                                 name=name, input_name=input_name))

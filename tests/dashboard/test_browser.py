@@ -219,6 +219,10 @@ def test_per_input_page_shows_oracle_and_the_models_choice(trained_variant, serv
         chosen_cell = page.locator(f"#inputs-grid .ag-row[row-id='{name}'] [col-id='chosen']")
         assert chosen_cell.inner_text() == str(cv.select(*args))
     assert "family random (4)" in page.locator("#inputs-summary").inner_text().lower()
+    matrix = page.evaluate("document.querySelector('#fig-choices .js-plotly-plot').data[0].z")
+    right = sum(page.locator(f"#inputs-grid .ag-row[row-id='{n}'] [col-id='chosen']").inner_text()
+                == page.locator(f"#inputs-grid .ag-row[row-id='{n}'] [col-id='oracle']").inner_text() for n in inputs)
+    assert sum(map(sum, matrix)) == len(inputs) and sum(matrix[k][k] for k in range(len(matrix))) == right
     screenshot(page, "inputs")
     assert not page.errors
 
@@ -239,6 +243,7 @@ def test_energy_pareto_front_of_a_run_that_recorded_energy(tmp_path, serve, page
     assert len(everything["x"]) == len(results) == run.counts["ok"]
     assert drawn_front["x"] == pytest.approx([r.time_ms for r in front])
     assert drawn_front["y"] == pytest.approx([metrics(r)["energy_per_call_j"] for r in front])
+    grid_text(page, "config-grid", "ok")
     screenshot(page, "energy")
 
 

@@ -191,3 +191,21 @@ def oracle_fraction(inputs: Sequence[Mapping[str, Any]], *, title: str) -> go.Fi
     fig.update_yaxes(title="fraction of oracle", range=[0, 1.05])
     fig.update_layout(barmode="group")
     return _base(fig, title, height=340)
+
+
+def choice_matrix(inputs: Sequence[Mapping[str, Any]], *, title: str) -> go.Figure:
+    """How often the model chose each variant against the oracle's variant (the diagonal is right)."""
+    pairs = [(i["oracle"], i["chosen"]) for i in inputs if i.get("chosen")]
+    if not pairs:
+        return empty(title, "no model given: start the dashboard with --model FILE.json")
+    labels = sorted({a for pair in pairs for a in pair})
+    index = {name: k for k, name in enumerate(labels)}
+    counts = [[0] * len(labels) for _ in labels]
+    for oracle, chosen in pairs:
+        counts[index[oracle]][index[chosen]] += 1
+    names = [text(n) for n in labels]
+    fig = go.Figure(go.Heatmap(z=counts, x=names, y=names, colorscale="Blues", showscale=False, text=counts,
+                               texttemplate="%{text}", hovertemplate="oracle %{y}, chosen %{x}: %{z}<extra></extra>"))
+    fig.update_xaxes(title="model's choice")
+    fig.update_yaxes(title="oracle", autorange="reversed")
+    return _base(fig, title, height=340)

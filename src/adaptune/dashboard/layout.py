@@ -183,7 +183,7 @@ def inputs_page(problem: str, problem_id: int, devices: Sequence[Mapping[str, An
                                                placeholder="no model given (--model FILE.json)")]),
         ], className="controls"),
         html.Div(id="inputs-summary", className="stats"),
-        graph("fig-oracle", 340),
+        html.Div([graph("fig-oracle", 340), graph("fig-choices", 340)], className="grid2 wide-left"),
         html.H2("Per input"),
         dag.AgGrid(id="inputs-grid", columnDefs=[], rowData=[], getRowId="params.data.name",
                    defaultColDef={"sortable": True, "filter": True, "resizable": True},

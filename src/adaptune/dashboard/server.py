@@ -219,19 +219,20 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
                 [html.Li(dcc.Link(r["label"], href=r["path"])) for r in data["runs"]])
 
     # ------------------------------------------------------------------ per-input selection
-    @app.callback(Output("fig-oracle", "figure"), Output("inputs-summary", "children"),
+    @app.callback(Output("fig-oracle", "figure"), Output("fig-choices", "figure"), Output("inputs-summary", "children"),
                   Output("inputs-grid", "columnDefs"), Output("inputs-grid", "rowData"),
                   Input("inputs-device", "value"), Input("inputs-model", "value"), Input("version", "data"),
                   State("problem-id", "data"))
-    @_guard(source, lambda msg: (F.empty("", msg), [html.P(msg, className="error-text")], [], []))
+    @_guard(source, lambda msg: (F.empty("", msg), F.empty("", msg), [html.P(msg, className="error-text")], [], []))
     def inputs(device_id: int | None, model_name: str | None, _version: Any, problem_id: int) -> tuple[Any, ...]:
         if device_id is None:
-            return F.empty("", "no device measured this problem"), [], [], []
+            nothing = F.empty("", "no device measured this problem")
+            return nothing, nothing, [], [], []
         data = selection(source.queries().store, problem_id, int(device_id), models.get(model_name or ""))
         rows = data["rows"]
         feature_names = sorted({k for r in rows for k in r["features"]})
         columns = [{"field": "name", "headerName": "input", "minWidth": 160},
-                   {"field": "family", "width": 110}, {"field": "oracle", "headerName": "oracle variant"},
+                   {"field": "family", "headerName": "family", "width": 110}, {"field": "oracle", "headerName": "oracle variant"},
                    {"field": "oracle_ms", "headerName": "oracle (ms)", "width": 120, "valueFormatter": L.NUMBER}]
         if model_name:
             columns += [{"field": "chosen", "headerName": "model's choice"},
@@ -249,7 +250,8 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
             stats.append(L.stat(f"family {fam['family']} ({fam['inputs']})", f"{value:.3f}"))
         for err in model_errors:
             stats.append(html.P(err, className="error-text"))
-        return F.oracle_fraction(rows, title="fraction of oracle per input"), stats, columns, grid
+        return (F.oracle_fraction(rows, title="fraction of oracle per input"),
+                F.choice_matrix(rows, title="chosen against oracle variant"), stats, columns, grid)
 
 
 def run_content(queries: DashboardQueries, run: RunKey) -> tuple[Any, ...] | None:
