@@ -23,7 +23,7 @@ from pathlib import Path
 
 from adaptune.dashboard import layout
 from adaptune.dashboard.queries import DashboardQueries
-from adaptune.dashboard.server import run_content
+from adaptune.dashboard.server import RUN_PARTS
 from adaptune.records import DeviceInfo, Result, Status
 from adaptune.store import Store
 from adaptune.store.base import RunKey
@@ -69,7 +69,8 @@ def pages(queries: DashboardQueries, run: RunKey) -> dict[str, object]:
         "live poll (newest row id)": queries.version,
         "front page: runs table": queries.run_rows,
         "run page: layout": lambda: layout.run_page(queries.run_view(run)),
-        "run page: plots and header": lambda: run_content(queries, run),
+        **{f"run page: {part.__name__.removeprefix('run_')}": (lambda part=part: part(queries, run))
+           for part in RUN_PARTS},
         "table: first block by time": lambda: queries.table_page(run, 0, 100, [], {}, params),
         "table: block 5,000 by time": lambda: queries.table_page(run, 5000, 5100, [], {}, params),
         "table: sorted by a parameter": lambda: queries.table_page(

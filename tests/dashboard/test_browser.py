@@ -32,6 +32,8 @@ def plot_data(pg, graph_id: str) -> list[dict]:
 
 
 def grid_text(pg, grid_id: str, expect: str, timeout: float = 30_000) -> str:
+    """The grid's text once it shows ``expect`` (scrolled into view: AG Grid draws rows only when visible)."""
+    pg.locator(f"#{grid_id}").scroll_into_view_if_needed(timeout=timeout)
     pg.wait_for_function(f"document.getElementById('{grid_id}')?.innerText.includes({expect!r})", timeout=timeout)
     return pg.locator(f"#{grid_id}").inner_text()
 
@@ -112,6 +114,14 @@ def test_a_run_started_after_the_page_opened_appears_live(tmp_path, tuned_store,
         time.sleep(0.5)
     assert f"\t{total}\t" in _row_of(page, "started_later")
     assert page.url.endswith("/") and not page.errors
+    # the run's page shows every row, its table included, while the timer keeps polling
+    page.get_by_text("started_later").first.click()
+    page.wait_for_selector("#run-title")
+    grid_text(page, "config-grid", "compile_error")
+    shown = "dash_ag_grid.getApi('config-grid').getDisplayedRowCount()"
+    page.wait_for_function(f"{shown} == {total}", timeout=30_000)
+    page.wait_for_timeout(5000)  # two more polls: the table refreshed in place, still whole
+    assert page.evaluate(shown) == total and not page.errors
 
 
 def _row_of(pg, text: str) -> str:

@@ -16,6 +16,8 @@ from dash import dcc, html
 from adaptune.dashboard.queries import PARAM_PREFIX, RunView
 
 GRAPH_CONFIG = {"displaylogo": False, "responsive": True}
+PARAMETER_SORT_LIMIT = 100_000
+"""Above this many measurements a run's table sorts and filters by indexed columns only (time, status, id)."""
 NUMBER = {"function": "params.value == null ? '—' : d3.format('.4~g')(params.value)"}
 RUN_COLUMNS = [
     {"field": "problem", "headerName": "problem", "minWidth": 180, "flex": 2},
@@ -118,13 +120,15 @@ def best_config_code(view: RunView) -> str:
 
 
 def run_page(view: RunView) -> html.Div:
+    by_parameter = view.evaluations <= PARAMETER_SORT_LIMIT
     table_columns = [
         {"field": "id", "headerName": "#", "width": 80, "filter": False},
         {"field": "status", "headerName": "status", "width": 130, "filter": "agTextColumnFilter",
          "filterParams": {"filterOptions": ["equals"], "maxNumConditions": 1}},
         {"field": "time_ms", "headerName": "time (ms)", "width": 120, "filter": False,
          "valueFormatter": NUMBER},
-        *[{"field": PARAM_PREFIX + p, "headerName": p, "width": 130, "filter": "agTextColumnFilter",
+        *[{"field": PARAM_PREFIX + p, "headerName": p, "width": 130, "sortable": by_parameter,
+           "filter": "agTextColumnFilter" if by_parameter else False,
            "filterParams": {"filterOptions": ["equals"], "maxNumConditions": 1}} for p in view.params],
         {"field": "compile_ms", "headerName": "compile (ms)", "width": 125, "filter": False},
         {"field": "error", "headerName": "error", "flex": 1, "minWidth": 260, "filter": False, "sortable": False,
@@ -143,7 +147,9 @@ def run_page(view: RunView) -> html.Div:
                   dcc.Clipboard(target_id="best-code", title="copy", className="copy")], className="code-box"),
         html.H2("Configurations"),
         html.P("Sorted and filtered by the store, one block at a time. Filter status or a parameter by "
-               "value (e.g. status = compile_error); hover an error to read it whole.", className="muted"),
+               "value (e.g. status = compile_error); hover an error to read it whole."
+               + ("" if by_parameter else f" Sorting and filtering by a parameter read the whole run: off above "
+                                          f"{PARAMETER_SORT_LIMIT:,} measurements."), className="muted"),
         dag.AgGrid(id="config-grid", columnDefs=table_columns, rowModelType="infinite",
                    defaultColDef={"sortable": True, "resizable": True},
                    dashGridOptions={"cacheBlockSize": 100, "maxBlocksInCache": 20, "tooltipShowDelay": 200,

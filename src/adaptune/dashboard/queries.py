@@ -114,7 +114,7 @@ class DashboardQueries:
         info = self.store.problem_info(run.problem_id)
         params = list(info.space.get("params", {}))
         top = self.store.top(run.problem_id, 1, device_id=run.device_id, input_id=run.input_id)
-        first = self.store.page(run, limit=1, order_by="timestamp").rows
+        first = self.store.page(run, limit=1, order_by="id").rows
         defaults = self._defaults(run.problem_id)
         default = self.store.get(*run, defaults) if defaults else None
         if not params and top:

@@ -172,18 +172,28 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
         return row_id if isinstance(row_id, str) and parse_run_path(row_id) else no_update
 
     # ------------------------------------------------------------------ one run
-    run_outputs = [Output("fig-trajectory-evals", "figure"), Output("fig-trajectory-time", "figure"),
-                   Output("fig-spread", "figure"), Output("fig-parcoords", "figure"), Output("fig-params", "figure"),
-                   Output("energy-section", "children"), Output("run-header", "children"),
-                   Output("best-code", "children")]
+    # four callbacks, so that what is cheap (header, parameter views) shows at once and what scans the
+    # whole run (trajectory, histogram) follows; Dash sends them as parallel requests
+    def run_callback(outputs: list[Output], content: Callable[[DashboardQueries, RunKey], tuple[Any, ...] | None],
+                     failed: Callable[[str], tuple[Any, ...]]) -> None:
+        @app.callback(*outputs, Input("version", "data"), Input("run-key", "data"))
+        @_guard(source, failed)
+        def update(_version: Any, key: list[int]) -> Any:
+            found = content(source.queries(), RunKey(*key)) or failed("this run is no longer in the store")
+            return found[0] if len(outputs) == 1 else found  # Dash wants one output's value bare
+        update.__name__ = f"run_{content.__name__}"
 
-    def run_failed(msg: str) -> tuple[Any, ...]:
-        return (*(F.empty("", msg) for _ in range(5)), [], [html.P(msg, className="error-text")], no_update)
+    def figures_failed(n: int) -> Callable[[str], tuple[Any, ...]]:
+        return lambda msg: tuple(F.empty("", msg) for _ in range(n))
 
-    @app.callback(*run_outputs, Input("version", "data"), Input("run-key", "data"))
-    @_guard(source, run_failed)
-    def run_page(_version: Any, key: list[int]) -> tuple[Any, ...]:
-        return run_content(source.queries(), RunKey(*key)) or run_failed("this run is no longer in the store")
+    run_callback([Output("run-header", "children"), Output("best-code", "children")], run_header,
+                 lambda msg: ([html.P(msg, className="error-text")], no_update))
+    run_callback([Output("fig-trajectory-evals", "figure"), Output("fig-trajectory-time", "figure")],
+                 run_trajectory, figures_failed(2))
+    run_callback([Output("fig-spread", "figure")], run_spread, figures_failed(1))
+    run_callback([Output("fig-parcoords", "figure"), Output("fig-params", "figure"),
+                  Output("energy-section", "children")], run_parameters,
+                 lambda msg: (F.empty("", msg), F.empty("", msg), []))
 
     @app.callback(Output("config-grid", "getRowsResponse"), Input("config-grid", "getRowsRequest"),
                   State("run-key", "data"), State("run-params", "data"), prevent_initial_call=True)
@@ -196,7 +206,7 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
                                                   request.get("filterModel") or {}, params)
         return {"rowData": rows, "rowCount": total}
 
-    # new rows in the store: the grid asks for its visible blocks again (sort, filter and scroll kept)
+    # new rows in the store: the grid asks the store again for the blocks it shows (sort, filter, scroll kept)
     app.clientside_callback(
         """function(version, id) {
             try { const api = dash_ag_grid.getApi(id); if (api) { api.refreshInfiniteCache(); } } catch (e) {}
@@ -254,28 +264,51 @@ def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], mod
                 F.choice_matrix(rows, title="chosen against oracle variant"), stats, columns, grid)
 
 
-def run_content(queries: DashboardQueries, run: RunKey) -> tuple[Any, ...] | None:
-    """Everything the run page draws above its table (None when the store has no such run): a handful of
-    bounded queries, whatever the size of the run."""
+def run_header(queries: DashboardQueries, run: RunKey) -> tuple[Any, ...] | None:
+    """Names, counts, speed-up and the best configuration as code (None when there is no such run)."""
+    view = queries.run_view(run)
+    return None if view is None else (L.run_header(view), L.best_config_code(view))
+
+
+def run_trajectory(queries: DashboardQueries, run: RunKey) -> tuple[Any, ...] | None:
+    """Best so far against evaluations and against wall time."""
     view = queries.run_view(run)
     if view is None:
         return None
     trajectory = {view.device: queries.trajectory(run, view.started)}
+    return (F.best_so_far(trajectory, x="evaluation", title="best so far, by evaluation"),
+            F.best_so_far(trajectory, x="elapsed_s", title="best so far, by wall time"))
+
+
+def run_spread(queries: DashboardQueries, run: RunKey) -> tuple[Any, ...] | None:
+    """Every measurement's time (a histogram the store counts) and the failures by kind."""
+    view = queries.run_view(run)
+    if view is None:
+        return None
+    failures = {k: n for k, n in view.counts.items() if k != "ok"}
+    return (F.spread(queries.histogram(run), failures, title="spread of all measurements"),)
+
+
+def run_parameters(queries: DashboardQueries, run: RunKey) -> tuple[Any, ...] | None:
+    """Parallel coordinates, time against each parameter and the energy front, over the fastest configurations."""
+    view = queries.run_view(run)
+    if view is None:
+        return None
     fastest = queries.fastest(run)
     rows = [row_dict(s) for s in fastest]
-    failures = {k: n for k, n in view.counts.items() if k != "ok"}
     ok = view.counts.get("ok", 0)
     sample = f"the {len(rows)} fastest of {ok}" if len(rows) < ok else f"all {len(rows)} successful"
     points, front = queries.energy(fastest)
     energy = [html.H2("Energy"), dcc.Graph(id="fig-energy", config=L.GRAPH_CONFIG,
                                            figure=F.pareto(points, front, title="time against energy per call: "
                                                                                  "Pareto front"))]
-    return (F.best_so_far(trajectory, x="evaluation", title="best so far, by evaluation"),
-            F.best_so_far(trajectory, x="elapsed_s", title="best so far, by wall time"),
-            F.spread(queries.histogram(run), failures, title="spread of all measurements"),
-            F.parallel_coordinates(rows, view.params, title=f"parallel coordinates ({sample} configurations)"),
+    return (F.parallel_coordinates(rows, view.params, title=f"parallel coordinates ({sample} configurations)"),
             F.time_per_parameter(rows, view.params, title="time against each parameter"),
-            energy if points else [], L.run_header(view), L.best_config_code(view))
+            energy if points else [])
+
+
+RUN_PARTS = (run_header, run_trajectory, run_spread, run_parameters)
+"""What the run page draws above its table, one callback each."""
 
 
 def serve(target: str, *, host: str = "127.0.0.1", port: int = 8080, models: Sequence[str | Path] = ()) -> None:
