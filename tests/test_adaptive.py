@@ -145,9 +145,9 @@ def test_labels_are_stored_and_retraining_measures_nothing(tmp_path):
     assert CALLS == []
     with Store(db) as store:
         problems = store.problems()
-        assert [p["name"] for p in problems] == ["toy"]
-        assert len(store.inputs(problems[0]["id"])) == len(TRAIN)
-        configs = {r.config["variant"] for r in store.results(problems[0]["id"])}
+        assert [p.name for p in problems] == ["toy"]
+        assert len(store.inputs(problems[0].id)) == len(TRAIN)
+        configs = {r.config["variant"] for r in store.results(problems[0].id)}
     assert configs == {"linear", "quadratic", "special", "fragile"}
 
 

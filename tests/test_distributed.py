@@ -22,7 +22,7 @@ import sqlalchemy as sa
 pytest.importorskip("ray")
 pytest.importorskip("psycopg")
 
-from adaptune.distributed import RayExecutor, local_postgres, terminate_other_connections  # noqa: E402
+from adaptune.distributed import RayExecutor, terminate_other_connections  # noqa: E402
 from adaptune.measure import CallableSpec  # noqa: E402
 from adaptune.records import DeviceInfo, Result, Status  # noqa: E402
 from adaptune.search.replay import Replay  # noqa: E402
@@ -35,26 +35,6 @@ from adaptune.tuning.spec_file import load_problem  # noqa: E402
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 VADD = Path(__file__).parent / "specs" / "vadd_spec.py"
 GPU = DeviceInfo(name="Writer GPU", platform="test", driver="1")
-
-
-@pytest.fixture(scope="module")
-def pg(tmp_path_factory):
-    """One real PostgreSQL server for this file; each test gets its own database in it."""
-    with local_postgres(tmp_path_factory.mktemp("pg")) as url:
-        yield url
-
-
-_db_counter = iter(range(1000))
-
-
-@pytest.fixture
-def pg_url(pg):
-    name = f"t{os.getpid()}_{next(_db_counter)}"
-    admin = sa.create_engine(engine_url(pg), isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
-    with admin.connect() as conn:
-        conn.execute(sa.text(f"CREATE DATABASE {name}"))
-    admin.dispose()
-    return str(sa.engine.make_url(pg).set(database=name).render_as_string(hide_password=False))
 
 
 @pytest.fixture(scope="module")

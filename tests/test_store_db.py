@@ -35,10 +35,10 @@ def test_registration_is_get_or_create(store):
     assert store.device(other) != store.device(GPU)
     p1 = store.problem("vector_add", "abc", {"params": {"bs": [1]}})
     assert store.problem("vector_add", "abc", {"params": {"bs": [1, 2]}}) == p1
-    assert store.problems()[0]["space"] == {"params": {"bs": [1, 2]}}  # kept up to date
+    assert store.problem_info(p1).space == {"params": {"bs": [1, 2]}}  # kept up to date
     assert store.problem("vector_add", "changed-source", {}) != p1
     assert store.input(p1, "n=10") == store.input(p1, "n=10", {"n": 10})
-    assert store.inputs(p1)[0]["features"] == {"n": 10}
+    assert store.inputs(p1)[0].features == {"n": 10}
 
 
 def test_put_get_round_trip_keeps_every_field(store):
@@ -85,20 +85,20 @@ def test_put_many_lookup_and_listings(store):
     results[0] = Result.failure(results[0].config, Status.TIMEOUT, "timed out after 10 s")
     assert store.put_many(d, p, i, results) == 6
     assert store.put_many(d, p, i, results) == 6 and store.count() == 6  # rerun: no duplicates
-    everything = store.get_many(d, p, i)
+    everything = store.get_many(d, p, i, [r.config for r in results])
     assert set(everything) == {config_key(r.config) for r in results}
     some = store.get_many(d, p, i, [{"bs": 64, "unroll": 2}, {"bs": 999, "unroll": 1}])
     assert list(some) == [config_key({"bs": 64, "unroll": 2})]
-    assert store.stored_keys(d, p, i) == set(everything)
+    assert store.stored_keys((d, p, i), [{"unroll": 2, "bs": 64}, {"bs": 999, "unroll": 1}]) == set(some)
     assert [r.config for r in store.results(problem_id=p)] == [r.config for r in results]  # insertion order
     assert len(store.results(status=Status.TIMEOUT)) == 1
     assert store.best(d, p, i).config == {"bs": 32, "unroll": 2}
     assert store.count(status="ok") == 5
-    assert store.devices()[0] | {"properties": None} == {"id": d, "name": "Test GPU", "driver": "1.0",
-                                                        "platform": GPU.platform, "properties": None,
-                                                        "measurements": 6}
+    device = store.devices()[0]
+    assert (device.id, device.name, device.driver, device.platform, device.measurements) == (
+        d, "Test GPU", "1.0", GPU.platform, 6)
     assert store.device_info(d) == GPU and store.device_info(d).properties == {"compute_units": 2}
-    assert [(x["id"], x["measurements"]) for x in store.problems()] == [(p, 6)]
+    assert [(x.id, x.measurements, x.failed) for x in store.problems()] == [(p, 6, 1)]
     assert store.measured_pairs(p) == [(d, i)]
     assert store.delete(status=Status.TIMEOUT) == 1 and store.count() == 5
 

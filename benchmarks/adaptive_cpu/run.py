@@ -24,7 +24,7 @@ import numpy as np
 from adaptune.adaptive import CodeVariant, cpu_device, learning_curves
 from adaptune.adaptive.dataset import LabelledSet
 from adaptune.adaptive.evaluate import score
-from adaptune.adaptive.labelling import MeasureOptions, MemoryCache, as_inputs
+from adaptune.adaptive.labelling import MeasureOptions, as_inputs
 from adaptune.adaptive.models import MODEL_KINDS, fit_model, pick_kind
 from benchmarks.harness import load_file_module, run_metadata, study_parser, write_results
 
@@ -72,7 +72,7 @@ def run_spec(name: str, scale: str, repeats: int, progress: bool,
     cv: CodeVariant = module.variant
     # near-tied labels (within 5 %) get as many extra interleaved rounds again
     options = MeasureOptions(repeats=repeats, warmup=1, min_sample_ms=1.0, tie_repeats=repeats)
-    cache = MemoryCache() if db is None else cv.open_cache(db)
+    cache = cv.open_cache(db)
     t0 = time.perf_counter()
     train = LabelledSet(cv, as_inputs(module.training_inputs()), cache, options, progress=progress,
                         description=f"{name}: train")

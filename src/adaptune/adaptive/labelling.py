@@ -6,7 +6,7 @@
   wrong results become failed records (never a crash), and its duration calibrates how many calls
   one sample must hold to be well above the timer's resolution.
 * A failed constraint is recorded as ``constraint`` and costs infinity in training.
-* Every result goes into a :class:`~adaptune.store.Store` (or an in-memory cache), keyed by
+* Every result goes into a store (:class:`~adaptune.store.BaseStore`; in memory without ``db``), keyed by
   (device, problem, input, label), so retraining or re-evaluating never measures twice.
 """
 
@@ -18,15 +18,14 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from adaptune.records import Result, Status
-
-if TYPE_CHECKING:
-    from adaptune.adaptive.code_variant import CodeVariant
-
+from adaptune.adaptive.shape import VariantShape
+from adaptune.records import DeviceInfo, Result, Status
+from adaptune.store.base import BaseStore
+from adaptune.store.codec import config_key
 
 # ------------------------------------------------------------------------------------- labels
 
@@ -111,29 +110,12 @@ def as_inputs(items: Iterable[Any] | Mapping[str, Any]) -> list[Input]:
 # ------------------------------------------------------------------------------------ caching
 
 
-class MemoryCache:
-    """Results kept for this process only (``db=None``)."""
+class LabelCache:
+    """Labels of one code variant in a store (``adaptune.store.BaseStore``): one problem per code variant,
+    one input per input, one configuration ``{"variant": name, **params}`` per label. ``db=None`` gives an
+    in-memory store, so labelling has one path whether results are kept or not."""
 
-    def __init__(self) -> None:
-        self._results: dict[tuple[str, Label], Result] = {}
-
-    def register_input(self, name: str, features: Mapping[str, float]) -> None:
-        pass
-
-    def get_many(self, name: str, labels: Sequence[Label]) -> dict[Label, Result]:
-        return {lab: self._results[(name, lab)] for lab in labels if (name, lab) in self._results}
-
-    def get_all(self, name: str) -> dict[Label, Result]:
-        return {lab: res for (n, lab), res in self._results.items() if n == name}
-
-    def put(self, name: str, label: Label, result: Result) -> None:
-        self._results[(name, label)] = result
-
-
-class StoreCache:
-    """Results in an adaptune Store: one problem per code variant, one input row per input."""
-
-    def __init__(self, store: Any, device_info: Any, problem: str, source_hash: str,
+    def __init__(self, store: BaseStore, device_info: DeviceInfo, problem: str, source_hash: str,
                  space_desc: dict[str, Any]) -> None:
         self.store = store
         self.device_id = store.device(device_info)
@@ -149,12 +131,11 @@ class StoreCache:
         return self._input_ids[name]
 
     def get_many(self, name: str, labels: Sequence[Label]) -> dict[Label, Result]:
-        from adaptune.store.codec import config_key
-
+        """The stored results of these labels: one indexed lookup."""
+        keys = {config_key(lab.store_config): lab for lab in labels}
         found = self.store.get_many(self.device_id, self.problem_id, self._input_id(name),
                                     [lab.store_config for lab in labels])
-        return {lab: found[config_key(lab.store_config)] for lab in labels
-                if config_key(lab.store_config) in found}
+        return {keys[k]: res for k, res in found.items() if k in keys}
 
     def get_all(self, name: str) -> dict[Label, Result]:
         """Everything stored for this input (searched configurations too): what a remote labeller reuses."""
@@ -231,7 +212,7 @@ class _Runnable:
     metric_samples: list[dict[str, float]] = field(default_factory=list)
 
 
-def measure_labels(cv: CodeVariant, args: tuple[Any, ...], labels: Sequence[Label],
+def measure_labels(cv: VariantShape, args: tuple[Any, ...], labels: Sequence[Label],
                    options: MeasureOptions) -> dict[Label, Result]:
     """Measure ``labels`` on one input: constraints, verification, then interleaved timing."""
     results: dict[Label, Result] = {}
@@ -297,7 +278,7 @@ def measure_labels(cv: CodeVariant, args: tuple[Any, ...], labels: Sequence[Labe
     return results
 
 
-def _rounds(cv: CodeVariant, ready: list[_Runnable], rounds: int, timer: Callable[..., list[float]] | None,
+def _rounds(cv: VariantShape, ready: list[_Runnable], rounds: int, timer: Callable[..., list[float]] | None,
             results: dict[Label, Result]) -> list[_Runnable]:
     """``rounds`` interleaved samples of every label (the order rotated each round); returns the
     labels still running (a label that raises becomes a failed result)."""
@@ -313,7 +294,7 @@ def _rounds(cv: CodeVariant, ready: list[_Runnable], rounds: int, timer: Callabl
     return ready
 
 
-def _near_best(cv: CodeVariant, ready: list[_Runnable], margin: float) -> list[_Runnable]:
+def _near_best(cv: VariantShape, ready: list[_Runnable], margin: float) -> list[_Runnable]:
     """Labels whose median objective is within ``margin`` of the best one (the close calls)."""
     costs = [(_median_cost(cv, r), r) for r in ready if r.samples]
     finite = [(c, r) for c, r in costs if math.isfinite(c)]
@@ -323,20 +304,20 @@ def _near_best(cv: CodeVariant, ready: list[_Runnable], margin: float) -> list[_
     return [r for c, r in finite if c <= best + abs(best) * margin]
 
 
-def _median_result(cv: CodeVariant, r: _Runnable) -> Result:
+def _median_result(cv: VariantShape, r: _Runnable) -> Result:
     observers = {k: statistics.median(m[k] for m in r.metric_samples) for k in r.metric_samples[0]} \
         if r.metric_samples else {}
     return Result.from_samples(r.label.store_config, r.samples, observers=observers)
 
 
-def _median_cost(cv: CodeVariant, r: _Runnable) -> float:
+def _median_cost(cv: VariantShape, r: _Runnable) -> float:
     try:
         return cv.cost_of(_median_result(cv, r))
     except (KeyError, TypeError, ValueError):  # an objective the samples so far cannot give
         return math.inf
 
 
-def _sample(cv: CodeVariant, r: _Runnable, timer: Callable[..., list[float]] | None) -> None:
+def _sample(cv: VariantShape, r: _Runnable, timer: Callable[..., list[float]] | None) -> None:
     """One sample of one label: user metrics, a user timer, or wall time over ``r.number`` calls."""
     if cv.metrics is not None:
         m = {k: float(v) for k, v in cv.metrics(r.call).items()}

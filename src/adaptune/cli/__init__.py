@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from adaptune.store.errors import StoreError
+
 COMMAND_GROUPS = ("adaptune.cli.core", "adaptune.cli.search", "adaptune.cli.adaptive")
 COMMAND_GROUPS += ("adaptune.cli.thresholds", "adaptune.cli.dashboard")
 
@@ -22,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
+    except (ValueError, TypeError, FileNotFoundError, KeyError, StoreError) as exc:
         print(f"adaptune {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

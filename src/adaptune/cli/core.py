@@ -51,10 +51,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", help="with --pareto: also write the front as a PNG")
     p.set_defaults(func=_show)
 
-    p = sub.add_parser("import", help="import a Kernel Tuner cache (.json, .json.gz, open form) or T4 file")
+    p = sub.add_parser("import", help="import a Kernel Tuner cache (.json, .json.gz, open form), T4 or CSV file, "
+                                      "or another adaptune database")
     p.add_argument("file")
     p.add_argument("--db", default="adaptune.db")
     p.add_argument("--name", help="problem name (default: the file's kernel name)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--chunk-size", type=int, default=10_000,
+                   help="entries per transaction (a killed import keeps every whole chunk; default 10000)")
     p.set_defaults(func=_import)
 
     p = sub.add_parser("export", help="export stored measurements of one problem")
@@ -62,6 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--problem", required=True)
     p.add_argument("--format", choices=("kt", "t4", "csv"), default="kt")
     p.add_argument("-o", "--output", required=True)
+    p.add_argument("--device", help="device name or id (when the problem ran on several)")
+    p.add_argument("--input", help="input name or id (when the problem has several)")
     p.set_defaults(func=_export)
 
     p = sub.add_parser("devices", help="list the devices adaptune can tune on")
@@ -133,32 +139,37 @@ def _open_store(path: str):
     return Store(path)
 
 
-def _problem_rows(store, name: str | None) -> list[dict]:
-    problems = store.problems()
-    if name is not None:
-        problems = [p for p in problems if p["name"] == name]
-        if not problems:
-            raise KeyError(f"no problem named {name!r} in the database")
+def _problem_rows(store, name: str | None) -> list:
+    problems = store.problems(name)
+    if name is not None and not problems:
+        raise KeyError(f"no problem named {name!r} in the database")
     return problems
 
 
 def _show(args: argparse.Namespace) -> int:
+    """Per problem: its counts and its ``--top`` fastest results, each read by an indexed query."""
     if args.pareto:
         return _show_pareto(args)
     console = Console()
     store = _open_store(args.db)
     try:
-        devices = {d["id"]: d for d in store.devices()}
+        devices = {d.id: d for d in store.devices()}
+        names: dict[int, str] = {}
         for prob in _problem_rows(store, args.problem):
-            results = store.results(problem_id=prob["id"])
-            ok = sorted((r for r in results if r.ok), key=lambda r: r.time_ms)
-            table = Table(title=f"{prob['name']} ({len(results)} measurements, {len(results) - len(ok)} failed)")
+            table = Table(title=f"{prob.name} ({prob.measurements} measurements, {prob.failed} failed)")
             table.add_column("time (ms)", justify="right")
+            table.add_column("device")
+            table.add_column("input")
             table.add_column("configuration")
-            for r in ok[: args.top]:
-                table.add_row(f"{r.time_ms:.4f}", " ".join(f"{k}={v}" for k, v in r.config.items()))
+            top = store.top(prob.id, args.top)
+            if top and len({s.run.input_id for s in top}) > 0:
+                names.update({i.id: i.name for i in store.inputs(prob.id)})
+            for s in top:
+                r = s.result
+                table.add_row(f"{r.time_ms:.4f}", devices[s.run.device_id].name, names.get(s.run.input_id, ""),
+                              " ".join(f"{k}={v}" for k, v in r.config.items()))
             console.print(table)
-        console.print("devices: " + ", ".join(f"{d['name']} ({d['platform']})" for d in devices.values()))
+        console.print("devices: " + ", ".join(f"{d.name} ({d.platform})" for d in devices.values()))
     finally:
         store.close()
     return 0
@@ -175,12 +186,12 @@ def _show_pareto(args: argparse.Namespace) -> int:
     store = _open_store(args.db)
     try:
         for prob in _problem_rows(store, args.problem):
-            results = store.results(problem_id=prob["id"])
+            results = store.results(problem_id=prob.id)
             try:
                 front = pareto(results, ox, oy)
             except ObjectiveError as exc:
-                raise ObjectiveError(f"problem {prob['name']!r}: {exc}") from None
-            console.print(f"{prob['name']}: Pareto front of {ox.name} vs {oy.name} "
+                raise ObjectiveError(f"problem {prob.name!r}: {exc}") from None
+            console.print(f"{prob.name}: Pareto front of {ox.name} vs {oy.name} "
                           f"({len(front)} of {len(results)} measurements)", soft_wrap=True)
             table = Table()
             table.add_column(f"{ox.name} ({ox.unit})" if ox.unit else ox.name, justify="right")
@@ -197,62 +208,54 @@ def _show_pareto(args: argparse.Namespace) -> int:
             if args.plot:
                 from adaptune.report.plots import plot_pareto
 
-                console.print(f"wrote {plot_pareto(results, args.plot, ox, oy, title=prob['name'])}")
+                console.print(f"wrote {plot_pareto(results, args.plot, ox, oy, title=prob.name)}")
     finally:
         store.close()
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from adaptune.store import load_recorded
+    """Streamed: one transaction per chunk, memory flat in the size of the file (adaptune.store.importer)."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
 
-    recorded = load_recorded(args.file)
-    store = _open_store_create(args.db)
-    try:
-        ids = recorded.to_store(store, name=args.name)
-    finally:
-        store.close()
-    print(f"imported {len(recorded.results)} measurements of {recorded.kernel_name} "
-          f"({recorded.device_name}) into {args.db} as problem {ids[1]}")
+    from adaptune.store import Store
+    from adaptune.store.importer import import_file
+
+    path = Path(args.file)
+    size = path.stat().st_size if path.is_file() and path.suffix != ".gz" else None
+    bar = Progress(TextColumn(f"importing {path.name}"), BarColumn(), DownloadColumn(), TimeElapsedColumn(),
+                   console=Console(stderr=True), disable=args.quiet or not sys.stderr.isatty(), transient=True)
+    with Store(args.db) as store, bar:
+        task = bar.add_task("import", total=size)
+        report = import_file(store, path, name=args.name, chunk_size=max(1, args.chunk_size),
+                             progress=lambda n: bar.update(task, completed=n))
+    problems = sorted({run.problem_id for run in report.runs})
+    print(f"{report.summary()} into {args.db} as problem {', '.join(map(str, problems))}")
     return 0
 
 
-def _open_store_create(path: str):
-    from adaptune.store import Store
-
-    return Store(path)
-
-
 def _export(args: argparse.Namespace) -> int:
-    from adaptune.store import RecordedSpace, write_kt_cache, write_t4
+    """Streamed from the store to the file a chunk at a time (adaptune.store.exporter)."""
+    from adaptune.store.exporter import export_run
 
     store = _open_store(args.db)
     try:
         (prob,) = _problem_rows(store, args.problem)[:1]
-        recorded = RecordedSpace.from_store(store, problem_id=prob["id"])
+        runs = [r.run for r in store.runs(prob.id)]
+        if args.device is not None or args.input is not None:
+            devices = {d.id: d.name for d in store.devices()}
+            inputs = {i.id: i.name for i in store.inputs(prob.id)}
+            runs = [r for r in runs if args.device in (None, devices[r.device_id], str(r.device_id))
+                    and args.input in (None, inputs[r.input_id], str(r.input_id))]
+        if len(runs) != 1:
+            listed = ", ".join(f"device {r.device_id} input {r.input_id}" for r in runs) or "none"
+            raise ValueError(f"problem {prob.name!r} has {len(runs)} matching runs ({listed}); "
+                             "choose one with --device and --input")
+        n = export_run(store, runs[0], args.output, args.format)
     finally:
         store.close()
-    if args.format == "kt":
-        write_kt_cache(args.output, recorded)
-    elif args.format == "t4":
-        write_t4(args.output, recorded)
-    else:
-        _write_csv(args.output, recorded)
-    print(f"wrote {len(recorded.results)} measurements to {args.output}")
+    print(f"wrote {n} measurements to {args.output}")
     return 0
-
-
-def _write_csv(path: str, recorded) -> None:
-    import csv
-
-    names = list(recorded.params)
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow([*names, "status", "time_ms", "compile_ms", "samples"])
-        for r in recorded.results:
-            w.writerow([*(r.config.get(n) for n in names), str(r.status),
-                        r.time_ms if math.isfinite(r.time_ms) else "", r.compile_ms,
-                        " ".join(f"{s:.6g}" for s in r.samples)])
 
 
 def _devices(args: argparse.Namespace) -> int:
@@ -273,9 +276,9 @@ def _plot(args: argparse.Namespace) -> int:
     store = _open_store(args.db)
     try:
         prob = _problem_rows(store, args.problem)[-1]
-        results = sorted(store.results(problem_id=prob["id"]), key=lambda r: r.timestamp)
+        results = sorted(store.results(problem_id=prob.id), key=lambda r: r.timestamp)
     finally:
         store.close()
-    plot_tuning(results, args.output, title=prob["name"])
+    plot_tuning(results, args.output, title=prob.name)
     print(f"wrote {args.output}", file=sys.stderr)
     return 0

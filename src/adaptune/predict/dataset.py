@@ -48,11 +48,11 @@ def to_store(rows_csv_gz: str | Path, store: Any, device: DeviceInfo, kernels: I
 def from_store(store: Any) -> Iterator[dict[str, Any]]:
     """Tidy rows (kernel, size, bx, by, time_us, status) of every ``lscat:`` problem in ``store``."""
     for p in store.problems():
-        if not p["name"].startswith("lscat:"):
+        if not p.name.startswith("lscat:"):
             continue
-        for inp in store.inputs(p["id"]):
-            for r in store.results(problem_id=p["id"], input_id=inp["id"]):
-                yield {"kernel": p["name"][6:], "size": inp["features"].get("xsize"),
+        for inp in store.inputs(p.id):
+            for r in store.results(problem_id=p.id, input_id=inp.id):
+                yield {"kernel": p.name[6:], "size": inp.features.get("xsize"),
                        "bx": r.config["block_size_x"], "by": r.config["block_size_y"],
                        "time_us": round(r.time_ms * 1000.0, 4) if r.ok else None,
                        "status": "ok" if r.ok else (r.error or str(r.status))}

@@ -1,63 +1,46 @@
 """The results store and the interop formats.
 
-``BaseStore`` is the interface every query goes through; ``Store`` implements it and keeps every measurement (SQLite file or any SQLAlchemy URL); ``RecordedSpace`` is one
-kernel x device x input worth of results, read from or written to Kernel Tuner caches, T4 result
-files and the store. ``load_t1`` reads T1 problem descriptions without evaluating anything.
+``BaseStore`` is the interface every query goes through; ``Store`` implements it over SQLite or PostgreSQL
+and keeps every measurement. ``RecordedSpace`` is one kernel x device x input worth of results, read from or
+written to Kernel Tuner caches, T4 result files and the store; ``import_file``/``export_run`` stream them
+in bounded memory. ``load_t1`` reads T1 problem descriptions without evaluating anything.
+
+Names load on first use (``_LAZY``), so code that only needs the interface (``adaptune.store.base``)
+does not import SQLAlchemy.
 """
 
-from adaptune.store.base import (
-    BaseStore,
-    DeviceRow,
-    GroupSummary,
-    HistogramBin,
-    InputRow,
-    Page,
-    ProblemInfo,
-    ProblemRow,
-    RunKey,
-    RunSummary,
-    StoredResult,
-    Trajectory,
-    TrajectoryPoint,
-)
-from adaptune.store.codec import config_key
-from adaptune.store.db import Store, open_store
-from adaptune.store.errors import FormatError, StoreError
-from adaptune.store.formats import load_recorded, write_recorded
-from adaptune.store.kt_cache import load_kt_cache, parse_kt_cache, write_kt_cache
-from adaptune.store.recorded import RecordedSpace
-from adaptune.store.t1 import T1Argument, T1Spec, load_t1, t1_arrays
-from adaptune.store.t4 import load_t4, write_t4
+from __future__ import annotations
 
-__all__ = [
-    "BaseStore",
-    "DeviceRow",
-    "GroupSummary",
-    "HistogramBin",
-    "InputRow",
-    "Page",
-    "ProblemInfo",
-    "ProblemRow",
-    "RunKey",
-    "RunSummary",
-    "StoredResult",
-    "Trajectory",
-    "TrajectoryPoint",
-    "FormatError",
-    "RecordedSpace",
-    "Store",
-    "StoreError",
-    "T1Argument",
-    "T1Spec",
-    "config_key",
-    "load_kt_cache",
-    "load_recorded",
-    "load_t1",
-    "load_t4",
-    "open_store",
-    "parse_kt_cache",
-    "t1_arrays",
-    "write_kt_cache",
-    "write_recorded",
-    "write_t4",
-]
+import importlib
+from typing import Any
+
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("BaseStore", "DeviceRow", "GroupSummary", "HistogramBin", "InputRow", "Page", "ProblemInfo",
+                     "ProblemRow", "RunKey", "RunSummary", "StoredResult", "Trajectory", "TrajectoryPoint"),
+                    "adaptune.store.base"),
+    "config_key": "adaptune.store.codec",
+    "MEMORY": "adaptune.store.db", "Store": "adaptune.store.db", "open_store": "adaptune.store.db",
+    "FormatError": "adaptune.store.errors", "StoreError": "adaptune.store.errors",
+    "load_recorded": "adaptune.store.formats", "write_recorded": "adaptune.store.formats",
+    "load_kt_cache": "adaptune.store.kt_cache", "parse_kt_cache": "adaptune.store.kt_cache",
+    "write_kt_cache": "adaptune.store.kt_cache",
+    "RecordedSpace": "adaptune.store.recorded",
+    "T1Argument": "adaptune.store.t1", "T1Spec": "adaptune.store.t1", "load_t1": "adaptune.store.t1",
+    "t1_arrays": "adaptune.store.t1",
+    "load_t4": "adaptune.store.t4", "write_t4": "adaptune.store.t4",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'adaptune.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

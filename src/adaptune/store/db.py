@@ -1,251 +1,108 @@
-"""The results database: devices, problems, inputs and one measurement per configuration.
+"""The SQL store: :class:`BaseStore` answered by SQLite (a file, or in memory) or PostgreSQL.
 
-SQLite (one file, WAL journal, busy timeout) by default so that a tuning process can write while another
-reads; any SQLAlchemy URL (PostgreSQL for a team or cluster store) otherwise. Every ``put`` is its own short
-transaction, so a process killed mid-run loses at most the measurement in flight.
+Every query is one or two SQL statements over an index (``schema.py`` lists them) or over ``run_counts``,
+the per-run, per-status counts that triggers keep, and returns only what was asked: a top-k reads k rows,
+a count reads a few counter rows, a page reads one page, a stream reads one chunk at a time.
 
 Several processes and hosts may write one PostgreSQL database at once (docs/distributed.md): a measurement
 is keyed by (device, problem, input, configuration) with a UNIQUE constraint and written by an upsert, so a
-retried or repeated write replaces instead of duplicating; every transaction is retried (with jittered
-back-off) on serialisation failures, deadlocks and dropped connections, and pooled connections are pinged
-before use, so a server restart or a killed backend costs a reconnect, not a measurement.
+retried or repeated write replaces instead of duplicating. Every ``put`` is its own short transaction and a
+stream commits once per chunk, so a process killed mid-run loses at most the chunk in flight.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import random
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+import orjson
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection
 
 from adaptune.records import DeviceInfo, Result, Status
 from adaptune.store import schema as S
 from adaptune.store.base import (
     DEFAULT_CHUNK,
+    PAGE_COLUMNS,
     BaseStore,
+    DeviceRow,
     GroupSummary,
     HistogramBin,
+    InputRow,
     Page,
     ProblemInfo,
+    ProblemRow,
     RunKey,
     RunSummary,
     StoredResult,
     Trajectory,
+    TrajectoryPoint,
+    finite_or_inf,
 )
-from adaptune.store.codec import config_key, dumps, jsonable
+from adaptune.store.codec import jsonable
 from adaptune.store.errors import StoreError
+from adaptune.store.rows import (
+    COLUMNS,
+    JSON_COLUMNS,
+    KEY_COLUMNS,
+    decode,
+    decode_stored,
+    encode,
+    fast_config_key,
+    row_key,
+)
+from adaptune.store.sql import MEMORY, Database, engine_url, is_sqlite_file
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-BUSY_TIMEOUT_MS = 60_000
-_KEY_COLUMNS = ("device_id", "problem_id", "input_id", "config_key")
-RETRIES = 8
-"""Attempts of one transaction before a transient failure (lost connection, serialisation, deadlock) is raised."""
-_RETRY_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "08000", "08003", "08006"})
-_SCHEMA_LOCK = 0x61647470  # PostgreSQL advisory lock id held while the schema is created ("adtp")
-T = TypeVar("T")
-
-
-def _transient(exc: BaseException) -> bool:
-    """Whether a failed transaction may simply be run again: dropped connection, serialisation, deadlock, lock."""
-    if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
-        return True
-    orig = getattr(exc, "orig", None)
-    state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if state in _RETRY_SQLSTATES:
-        return True
-    text = str(orig if orig is not None else exc).lower()
-    return isinstance(exc, sa.exc.OperationalError) and any(
-        s in text for s in ("server closed the connection", "connection is closed",
-                            "terminating connection", "consuming input failed", "connection refused"))
+M = S.measurements
+C = S.run_counts
+LOOKUP_BATCH = 500
+"""Config keys per ``IN (...)`` lookup: well under every driver's limit on bound parameters."""
+_OK = str(Status.OK)
+_STATUS = COLUMNS.index("status")
+_INSERT = f"INSERT INTO measurements ({', '.join(COLUMNS)}) "
+_UPDATE_SET = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c not in KEY_COLUMNS)
+_CONFLICT = f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO "
 
 
-def engine_url(url: str) -> str:
-    """A SQLAlchemy URL with a driver that is installed: ``postgresql://`` uses psycopg 3 when psycopg2 is absent."""
-    parsed = sa.engine.make_url(url)
-    if parsed.drivername in ("postgresql", "postgres"):
-        try:
-            import psycopg2  # noqa: F401
-        except ImportError:
-            parsed = parsed.set(drivername="postgresql+psycopg")
-        else:
-            parsed = parsed.set(drivername="postgresql")
-    return parsed.render_as_string(hide_password=False)
-
-
-def _is_url(target: str | Path) -> bool:
-    return isinstance(target, str) and "://" in target
-
-
-def is_sqlite_file(path: str | Path) -> bool:
-    """Whether ``path`` is an SQLite database file (by its magic header)."""
-    path = Path(path)
-    if not path.is_file():
-        return False
-    with path.open("rb") as f:
-        return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-
-
-def _check_sqlite_file(path: Path) -> None:
-    """Refuse, before SQLite touches it, a path that is a directory or a file of another kind."""
-    if path.is_dir():
-        raise StoreError(f"{path} is a directory, not an adaptune database")
-    if path.exists() and path.stat().st_size > 0:
-        with path.open("rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
-        if head != SQLITE_MAGIC:
-            raise StoreError(f"{path} is not an adaptune database (not an SQLite file)")
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    it = iter(items)
+    while chunk := list(islice(it, size)):
+        yield chunk
 
 
 class Store(BaseStore):
-    """Where every measurement goes: ``Store("runs.db")`` or ``Store("postgresql://host/db")``.
-
-    Usable as a context manager; ``close()`` releases the connection pool.
-    """
+    """Where every measurement goes: ``Store("runs.db")``, ``Store("postgresql://host/db")`` or
+    ``Store(":memory:")`` (private to this process). Usable as a context manager."""
 
     def __init__(self, url_or_path: str | Path = "adaptune.db", *, echo: bool = False) -> None:
-        if _is_url(url_or_path):
-            url = str(url_or_path)
-            self.label = sa.engine.make_url(url).render_as_string(hide_password=True)
-            self.path: Path | None = None
-        else:
-            self.path = Path(url_or_path).expanduser()
-            self.label = str(self.path)
-            _check_sqlite_file(self.path)
-            if not self.path.parent.exists():
-                raise StoreError(f"cannot create database {self.path}: folder {self.path.parent} does not exist")
-            url = f"sqlite:///{self.path.resolve()}"
-        options: dict[str, Any] = {}
-        if not url.startswith("sqlite"):
-            url = engine_url(url)
-            options = {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 4}  # a dropped link is replaced
-        try:
-            self._engine: Engine = sa.create_engine(url, echo=echo, json_serializer=dumps,
-                                                    json_deserializer=json.loads, **options)
-        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as exc:
-            raise StoreError(f"cannot open database {self.label}: {exc}") from exc
-        self.dialect = self._engine.dialect.name
-        self.retries = 0  # transient failures survived (reconnects, serialisation failures): for tests/logs
-        if self.dialect == "sqlite":
-            self._install_sqlite_pragmas()
-        self._transact(self._init_schema, "open")
+        self.db = Database(url_or_path, echo=echo)
+        self.label, self.path, self.dialect = self.db.label, self.db.path, self.db.dialect
 
-    # ------------------------------------------------------------------ connection management
-    def _install_sqlite_pragmas(self) -> None:
-        """WAL + busy timeout for concurrent readers; BEGIN IMMEDIATE for writers (no lock-upgrade deadlock)."""
-
-        @sa.event.listens_for(self._engine, "connect")
-        def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-            dbapi_conn.isolation_level = None  # the driver must not BEGIN on its own; we do it below
-            cur = dbapi_conn.cursor()
-            cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            cur.execute("PRAGMA journal_mode=WAL")
-            cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process loses no commit
-            cur.execute("PRAGMA foreign_keys=ON")
-            cur.close()
-
-        @sa.event.listens_for(self._engine, "begin")
-        def _on_begin(conn: Connection) -> None:
-            write = conn.get_execution_options().get("adaptune_write", False)
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-    @contextmanager
-    def _write(self) -> Iterator[Connection]:
-        """One short write transaction (committed on exit, rolled back on error)."""
-        with self._guard("write"), self._engine.connect() as conn:
-            conn = conn.execution_options(adaptune_write=True)
-            with conn.begin():
-                yield conn
-
-    @contextmanager
-    def _read(self) -> Iterator[Connection]:
-        with self._guard("read"), self._engine.connect() as conn:
-            yield conn
-
-    def _rows(self, query: Any) -> list[Any]:
-        """All rows of a read query, run again if the connection drops (a read has no side effects)."""
-
-        def once() -> list[Any]:
-            with self._read() as conn:
-                return list(conn.execute(query))
-
-        return self._transact(once, "read")
-
-    def _transact(self, fn: Callable[[], T], what: str) -> T:
-        """Run ``fn`` (which opens its own transaction) again on transient failures, with jittered back-off.
-
-        Safe because every write is idempotent (upserts and get-or-create): a commit that reached the server
-        before the connection dropped is simply written once more with the same key.
-        """
-        for attempt in range(RETRIES):
-            try:
-                return fn()
-            except StoreError as exc:
-                cause = exc.__cause__
-                if attempt + 1 >= RETRIES or cause is None or not _transient(cause):
-                    raise
-                self.retries += 1
-                time.sleep(min(2.0, 0.02 * 2 ** attempt) * (0.5 + random.random()))
-        raise AssertionError("unreachable")
-
-    @contextmanager
-    def _guard(self, what: str) -> Iterator[None]:
-        """Turn driver errors (corrupt file, locked too long, server gone) into one StoreError naming the DB."""
-        try:
-            yield
-        except StoreError:
-            raise
-        except sa.exc.DBAPIError as exc:
-            cause = str(exc.orig) if exc.orig is not None else str(exc)
-            raise StoreError(f"database {self.label}: cannot {what}: {cause}") from exc
-
-    def _init_schema(self) -> None:
-        with self._guard("open"):
-            self._init_schema_once()
-
-    def _init_schema_once(self) -> None:
-        existing = set(sa.inspect(self._engine).get_table_names())
-        if existing and S.schema_info.name not in existing:
-            shown = ", ".join(sorted(existing)[:5])
-            raise StoreError(f"{self.label} is not an adaptune database (it holds other tables: {shown})")
-        if S.schema_info.name in existing:
-            with self._read() as conn:
-                row = conn.execute(sa.select(S.schema_info.c.value)
-                                   .where(S.schema_info.c.key == "schema_version")).first()
-            version = int(row[0]) if row is not None and str(row[0]).isdigit() else None
-            if version is None:
-                raise StoreError(f"{self.label} is not an adaptune database (no schema version)")
-            if version > S.SCHEMA_VERSION:
-                raise StoreError(f"{self.label} was written by a newer adaptune (schema {version}, "
-                                 f"this one reads up to {S.SCHEMA_VERSION})")
-            if existing >= S.TABLE_NAMES:
-                return
-        with self._write() as conn:
-            if self.dialect == "postgresql":  # processes opening a fresh database at once: one creates it
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _SCHEMA_LOCK})
-            S.metadata.create_all(conn, checkfirst=True)
-            have = conn.execute(sa.select(S.schema_info.c.key)
-                                .where(S.schema_info.c.key == "schema_version")).first()
-            if have is None:
-                conn.execute(S.schema_info.insert().values(key="schema_version", value=str(S.SCHEMA_VERSION)))
+    @property
+    def retries(self) -> int:
+        """Transient failures survived (reconnects, serialisation failures): for tests and logs."""
+        return self.db.retries
 
     def close(self) -> None:
-        self._engine.dispose()
+        self.db.close()
 
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         return f"Store({self.label!r})"
+
+    def integrity_check(self) -> str:
+        """SQLite's ``PRAGMA integrity_check`` ("ok" when sound); "ok" for server databases."""
+        if self.dialect != "sqlite":
+            return "ok"
+        with self.db.read() as conn:
+            return "\n".join(str(r[0]) for r in conn.exec_driver_sql("PRAGMA integrity_check"))
 
     # ------------------------------------------------------------------ registration (get-or-create)
     def _get_or_create(self, table: sa.Table, key: Mapping[str, Any], extra: Mapping[str, Any],
@@ -253,7 +110,7 @@ class Store(BaseStore):
         where = sa.and_(*(table.c[k] == v for k, v in key.items()))
 
         def once() -> int:
-            with self._write() as conn:
+            with self.db.write() as conn:
                 row = conn.execute(sa.select(table.c.id).where(where)).first()
                 if row is not None:
                     if update_extra and extra:
@@ -263,256 +120,500 @@ class Store(BaseStore):
 
         for attempt in range(2):  # a server database may race another process: the loser finds the winner's row
             try:
-                return self._transact(once, "write")
+                return self.db.transact(once)
             except StoreError as exc:
                 if attempt or not isinstance(exc.__cause__, sa.exc.IntegrityError):
                     raise
         raise AssertionError("unreachable")
 
     def device(self, info: DeviceInfo) -> int:
-        """Id of the device (name, platform, driver), registering it on first use."""
         return self._get_or_create(S.devices, {"name": info.name, "platform": info.platform,
                                                "driver": info.driver or ""},
                                    {"properties": jsonable(info.properties)}, update_extra=True)
 
     def problem(self, name: str, source_hash: str, space_desc: Mapping[str, Any] | None = None) -> int:
-        """Id of the problem (name, source hash); the space description is kept up to date."""
         return self._get_or_create(S.problems, {"name": name, "source_hash": source_hash},
                                    {"space": jsonable(dict(space_desc or {}))}, update_extra=space_desc is not None)
 
     def input(self, problem_id: int, name: str, features: Mapping[str, Any] | None = None) -> int:
-        """Id of the named input of a problem; features are stored (or updated) when given."""
         return self._get_or_create(S.inputs, {"problem_id": int(problem_id), "name": name},
                                    {"features": jsonable(dict(features or {}))}, update_extra=features is not None)
 
-    # ------------------------------------------------------------------ measurements
-    @staticmethod
-    def _row(device_id: int, problem_id: int, input_id: int, result: Result) -> dict[str, Any]:
-        time_ms = float(result.time_ms)
-        return {
-            "device_id": int(device_id), "problem_id": int(problem_id), "input_id": int(input_id),
-            "config_key": config_key(result.config), "config": jsonable(dict(result.config)),
-            "status": str(Status(result.status)),
-            "time_ms": time_ms if math.isfinite(time_ms) else None,
-            "samples": [float(s) for s in result.samples],
-            "compile_ms": float(result.compile_ms), "verify_ms": float(result.verify_ms),
-            "benchmark_ms": float(result.benchmark_ms),
-            "observers": jsonable(dict(result.observers)), "error": str(result.error or ""),
-            "timestamp": float(result.timestamp),
-        }
-
-    def _upsert(self, conn: Connection, rows: list[dict[str, Any]]) -> None:
-        table = S.measurements
-        if self.dialect in ("sqlite", "postgresql"):
-            if self.dialect == "sqlite":
-                from sqlalchemy.dialects.sqlite import insert
-            else:
-                from sqlalchemy.dialects.postgresql import insert
-            stmt = insert(table)
-            updates = {c.name: stmt.excluded[c.name] for c in table.c if c.name not in ("id", *_KEY_COLUMNS)}
-            conn.execute(stmt.on_conflict_do_update(index_elements=list(_KEY_COLUMNS), set_=updates), rows)
+    # ------------------------------------------------------------------ writes
+    def _write_rows(self, conn: Connection, rows: list[tuple[Any, ...]], replace: bool) -> None:
+        """One chunk of encoded rows (distinct keys) in the open transaction: COPY on psycopg, else executemany."""
+        action = "UPDATE SET " + _UPDATE_SET if replace else "NOTHING"
+        if self.dialect == "postgresql":  # run_counts follows by statement trigger
+            if not _copy_rows(conn, rows, _CONFLICT + action):
+                marks = ", ".join(["%s"] * len(COLUMNS))
+                conn.exec_driver_sql(f"{_INSERT}VALUES ({marks}) {_CONFLICT}{action}", rows)
             return
-        for row in rows:  # portable fallback: update, insert when nothing was there
-            where = sa.and_(*(table.c[k] == row[k] for k in _KEY_COLUMNS))
-            if conn.execute(table.update().where(where).values(**row)).rowcount == 0:
-                conn.execute(table.insert().values(**row))
+        deltas = self._count_deltas(conn, rows, replace)
+        conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['?'] * len(COLUMNS))}) {_CONFLICT}{action}", rows)
+        _add_counts(conn, deltas)
 
-    def put(self, device_id: int, problem_id: int, input_id: int, result: Result) -> None:
-        """Store one result in its own transaction; replaces an earlier result for the same config."""
-        self.put_many(device_id, problem_id, input_id, [result])
+    def _count_deltas(self, conn: Connection, rows: list[tuple[Any, ...]], replace: bool) -> Counter:
+        """How the chunk changes ``run_counts`` (SQLite): new keys count once, replaced ones move status.
+
+        Exact because an SQLite writer holds the database's one write lock from this read to the commit."""
+        by_run: dict[tuple[int, int, int], list[tuple[Any, ...]]] = {}
+        for row in rows:
+            by_run.setdefault(row[:3], []).append(row)
+        deltas: Counter = Counter()
+        for run, run_rows in by_run.items():
+            before: dict[str, str] = {}
+            for batch in _chunks([row_key(r) for r in run_rows], LOOKUP_BATCH):
+                found = conn.exec_driver_sql(
+                    "SELECT config_key, status FROM measurements WHERE device_id = ? AND problem_id = ? "
+                    f"AND input_id = ? AND config_key IN ({', '.join(['?'] * len(batch))})", (*run, *batch))
+                before.update(found.all())
+            for row in run_rows:
+                old, status = before.get(row_key(row)), row[_STATUS]
+                if old is None:
+                    deltas[(*run, status)] += 1
+                elif replace and old != status:
+                    deltas[(*run, old)] -= 1
+                    deltas[(*run, status)] += 1
+        return deltas
+
+    def _commit_chunk(self, rows: list[tuple[Any, ...]], replace: bool) -> int:
+        by_key = {(row[:3], row_key(row)): row for row in rows}  # the last wins: PostgreSQL refuses a key
+        distinct = list(by_key.values())                         # twice in one statement
+
+        def once() -> None:
+            with self.db.write() as conn:
+                self._write_rows(conn, distinct, replace)
+
+        if distinct:
+            self.db.transact(once)
+        return len(distinct)
 
     def put_many(self, device_id: int, problem_id: int, input_id: int, results: Iterable[Result]) -> int:
-        """Store many results in one transaction (all or nothing); returns how many were written."""
-        # one row per key (the last wins, in first-seen order): PostgreSQL refuses to upsert a row twice in
-        # one statement; writers that deadlock on overlapping batches are retried (_transact)
-        by_key: dict[str, dict[str, Any]] = {}
-        for r in results:
-            row = self._row(device_id, problem_id, input_id, r)
-            by_key[row["config_key"]] = row
-        rows = list(by_key.values())
-        if rows:
-            def once() -> None:
-                with self._write() as conn:
-                    self._upsert(conn, rows)
+        run = RunKey(int(device_id), int(problem_id), int(input_id))
+        return self._commit_chunk([encode(run, r) for r in results], replace=True)
 
-            self._transact(once, "write")
-        return len(rows)
-
-    @staticmethod
-    def _result(row: Any) -> Result:
-        observers = {k: (math.nan if v is None else v) for k, v in (row.observers or {}).items()}
-        return Result(config=dict(row.config), status=Status(row.status),
-                      time_ms=math.inf if row.time_ms is None else float(row.time_ms),
-                      samples=[math.nan if s is None else float(s) for s in row.samples or []],
-                      compile_ms=row.compile_ms, verify_ms=row.verify_ms, benchmark_ms=row.benchmark_ms,
-                      observers=observers, error=row.error or "", timestamp=row.timestamp)
-
-    def _where(self, problem_id: int | None, device_id: int | None, input_id: int | None,
-               status: Status | str | None = None) -> list[Any]:
-        m = S.measurements.c
-        clauses = []
-        for column, value in ((m.problem_id, problem_id), (m.device_id, device_id), (m.input_id, input_id)):
-            if value is not None:
-                clauses.append(column == int(value))
-        if status is not None:
-            clauses.append(m.status == str(Status(status)))
-        return clauses
-
-    def get(self, device_id: int, problem_id: int, input_id: int, config: Mapping[str, Any]) -> Result | None:
-        """The stored result of one configuration, or None."""
-        m = S.measurements.c
-        query = sa.select(S.measurements).where(*self._where(problem_id, device_id, input_id),
-                                                m.config_key == config_key(config))
-        rows = self._rows(query)
-        return self._result(rows[0]) if rows else None
-
-    def get_many(self, device_id: int, problem_id: int, input_id: int,
-                 configs: Iterable[Mapping[str, Any]] | None = None) -> dict[str, Result]:
-        """Stored results by config key (``config_key(config)``): all of them, or those of ``configs``."""
-        query = sa.select(S.measurements).where(*self._where(problem_id, device_id, input_id))
-        found = {row.config_key: self._result(row) for row in self._rows(query)}
-        if configs is None:
-            return found
-        wanted = {config_key(c) for c in configs}
-        return {k: r for k, r in found.items() if k in wanted}
-
-    def results(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
-                status: Status | str | None = None) -> list[Result]:
-        """Stored results matching the filters, in the order they were first stored."""
-        query = (sa.select(S.measurements).where(*self._where(problem_id, device_id, input_id, status))
-                 .order_by(S.measurements.c.id))
-        return [self._result(row) for row in self._rows(query)]
-
-    def best(self, device_id: int, problem_id: int, input_id: int) -> Result | None:
-        """The fastest successful result, or None."""
-        m = S.measurements.c
-        query = (sa.select(S.measurements)
-                 .where(*self._where(problem_id, device_id, input_id, Status.OK), m.time_ms.is_not(None))
-                 .order_by(m.time_ms, m.id).limit(1))
-        rows = self._rows(query)
-        return self._result(rows[0]) if rows else None
-
-    def count(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
-              status: Status | str | None = None) -> int:
-        query = (sa.select(sa.func.count()).select_from(S.measurements)
-                 .where(*self._where(problem_id, device_id, input_id, status)))
-        return int(self._rows(query)[0][0])
+    def put_stream(self, run: RunKey, results: Iterable[Result], *, chunk_size: int = DEFAULT_CHUNK,
+                   replace: bool = True) -> int:
+        run = RunKey(*(int(x) for x in run))
+        return sum(self._commit_chunk([encode(run, r) for r in chunk], replace)
+                   for chunk in _chunks(results, chunk_size))
 
     def delete(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                status: Status | str | None = None) -> int:
-        """Delete matching measurements (e.g. all timeouts, to measure them again); returns how many."""
+        where = _where(problem_id, device_id, input_id, status)
+
         def once() -> int:
-            with self._write() as conn:
-                return int(conn.execute(S.measurements.delete()
-                                        .where(*self._where(problem_id, device_id, input_id, status))).rowcount)
+            with self.db.write() as conn:
+                deltas: Counter = Counter()
+                if self.dialect == "sqlite":  # counted before, under the write lock (see _count_deltas)
+                    query = (sa.select(M.c.device_id, M.c.problem_id, M.c.input_id, M.c.status, sa.func.count())
+                             .where(*where).group_by(M.c.device_id, M.c.problem_id, M.c.input_id, M.c.status))
+                    deltas.update({tuple(r[:4]): -int(r[4]) for r in conn.execute(query)})
+                deleted = int(conn.execute(M.delete().where(*where)).rowcount)
+                _add_counts(conn, deltas)
+                return deleted
 
-        return self._transact(once, "write")
+        return self.db.transact(once)
 
-    # ------------------------------------------------------------------ listings (for `adaptune show`)
-    def _counts(self, column: sa.Column) -> dict[int, int]:
-        query = sa.select(column, sa.func.count()).group_by(column)
-        return {int(k): int(n) for k, n in self._rows(query)}
+    # ------------------------------------------------------------------ point reads
+    def _by_keys(self, run: RunKey, keys: list[str], columns: Sequence[Any]) -> list[Any]:
+        """Rows of these config keys in ``run``: one probe of the unique index per batch of keys."""
+        found: list[Any] = []
+        for batch in _chunks(dict.fromkeys(keys), LOOKUP_BATCH):
+            query = sa.select(*columns).where(*_where(run.problem_id, run.device_id, run.input_id),
+                                              M.c.config_key.in_(batch))
+            found.extend(self.db.rows(query))
+        return found
 
-    def devices(self) -> list[dict[str, Any]]:
-        """Registered devices: id, name, platform, driver, properties, measurements (count)."""
-        counts = self._counts(S.measurements.c.device_id)
-        rows = self._rows(sa.select(S.devices).order_by(S.devices.c.id))
-        return [{"id": r.id, "name": r.name, "platform": r.platform, "driver": r.driver,
-                 "properties": dict(r.properties or {}), "measurements": counts.get(r.id, 0)} for r in rows]
-
-    def problems(self) -> list[dict[str, Any]]:
-        """Registered problems: id, name, source_hash, space (description), measurements (count)."""
-        counts = self._counts(S.measurements.c.problem_id)
-        rows = self._rows(sa.select(S.problems).order_by(S.problems.c.id))
-        return [{"id": r.id, "name": r.name, "source_hash": r.source_hash, "space": dict(r.space or {}),
-                 "measurements": counts.get(r.id, 0)} for r in rows]
-
-    def inputs(self, problem_id: int | None = None) -> list[dict[str, Any]]:
-        """Registered inputs (of one problem, or all): id, problem_id, name, features, measurements (count)."""
-        counts = self._counts(S.measurements.c.input_id)
-        query = sa.select(S.inputs).order_by(S.inputs.c.id)
-        if problem_id is not None:
-            query = query.where(S.inputs.c.problem_id == int(problem_id))
-        rows = self._rows(query)
-        return [{"id": r.id, "problem_id": r.problem_id, "name": r.name, "features": dict(r.features or {}),
-                 "measurements": counts.get(r.id, 0)} for r in rows]
-
-    def device_info(self, device_id: int) -> DeviceInfo:
-        found = self._rows(sa.select(S.devices).where(S.devices.c.id == int(device_id)))
-        r = found[0] if found else None
-        if r is None:
-            raise KeyError(f"no device with id {device_id} in {self.label}")
-        return DeviceInfo(name=r.name, platform=r.platform, driver=r.driver, properties=dict(r.properties or {}))
-
-    def measured_pairs(self, problem_id: int) -> list[tuple[int, int]]:
-        """The (device_id, input_id) pairs that hold measurements of a problem."""
-        m = S.measurements.c
-        query = (sa.select(m.device_id, m.input_id).where(m.problem_id == int(problem_id))
-                 .group_by(m.device_id, m.input_id).order_by(m.device_id, m.input_id))
-        return [(int(d), int(i)) for d, i in self._rows(query)]
-
-    def integrity_check(self) -> str:
-        """SQLite's ``PRAGMA integrity_check`` ("ok" when sound); "ok" for server databases."""
-        if self.dialect != "sqlite":
-            return "ok"
-        with self._read() as conn:
-            return "\n".join(str(r[0]) for r in conn.exec_driver_sql("PRAGMA integrity_check"))
-
-    # ------------------------------------------------------------------ queries of the interface (being written)
-    def put_stream(self, run: RunKey, results: Iterable[Result], *, chunk_size: int = DEFAULT_CHUNK,
-                   replace: bool = True) -> int:
-        raise NotImplementedError
+    def get_many(self, device_id: int, problem_id: int, input_id: int,
+                 configs: Iterable[Mapping[str, Any]]) -> dict[str, Result]:
+        keys = [fast_config_key(c) for c in configs]
+        return {row.config_key: decode(row) for row in self._by_keys(RunKey(device_id, problem_id, input_id),
+                                                                      keys, [M])}
 
     def stored_keys(self, run: RunKey, configs: Iterable[Mapping[str, Any]]) -> set[str]:
-        raise NotImplementedError
+        keys = [fast_config_key(c) for c in configs]
+        return {row[0] for row in self._by_keys(RunKey(*run), keys, [M.c.config_key])}
+
+    # ------------------------------------------------------------------ streaming reads
+    def _runs_matching(self, problem_id: int | None, device_id: int | None, input_id: int | None) -> list[RunKey]:
+        query = (sa.select(C.c.device_id, C.c.problem_id, C.c.input_id)
+                 .where(*_count_where(problem_id, device_id, input_id))
+                 .group_by(C.c.device_id, C.c.problem_id, C.c.input_id).having(sa.func.sum(C.c.n) > 0)
+                 .order_by(C.c.problem_id, C.c.device_id, C.c.input_id))
+        return [RunKey(*map(int, row)) for row in self.db.rows(query)]
 
     def iter_results(self, problem_id: int | None = None, device_id: int | None = None,
                      input_id: int | None = None, status: Status | str | None = None, *,
                      chunk_size: int = DEFAULT_CHUNK) -> Iterator[StoredResult]:
-        raise NotImplementedError
+        """Matching results, run by run (runs by problem, device, input id), each run in order of arrival.
+
+        Keyset pagination over the (problem, device, input, id) index: every chunk is one range scan."""
+        if problem_id is None and device_id is None and input_id is None:
+            yield from self._keyset([], status, chunk_size)
+            return
+        for run in self._runs_matching(problem_id, device_id, input_id):
+            yield from self._keyset(_where(run.problem_id, run.device_id, run.input_id), status, chunk_size)
+
+    def _keyset(self, where: list[Any], status: Status | str | None, chunk_size: int) -> Iterator[StoredResult]:
+        if status is not None:
+            where = [*where, M.c.status == str(Status(status))]
+        # JSON columns as text: orjson decodes them faster than the driver's or SQLAlchemy's json
+        columns = [sa.cast(c, sa.Text).label(c.name) if c.name in JSON_COLUMNS else c for c in M.c]
+        last = 0
+        while True:
+            rows = self.db.rows(sa.select(*columns).where(*where, M.c.id > last).order_by(M.c.id).limit(chunk_size))
+            for row in rows:
+                yield decode_stored(row)
+            if len(rows) < chunk_size:
+                return
+            last = rows[-1].id
+
+    # ------------------------------------------------------------------ aggregates
+    def count(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
+              status: Status | str | None = None) -> int:
+        where = _count_where(problem_id, device_id, input_id)
+        if status is not None:
+            where.append(C.c.status == str(Status(status)))
+        return int(self.db.rows(sa.select(sa.func.coalesce(sa.func.sum(C.c.n), 0)).where(*where))[0][0])
 
     def status_counts(self, problem_id: int | None = None, device_id: int | None = None,
                       input_id: int | None = None) -> dict[str, int]:
-        raise NotImplementedError
+        total = sa.func.sum(C.c.n)
+        query = (sa.select(C.c.status, total).where(*_count_where(problem_id, device_id, input_id))
+                 .group_by(C.c.status).having(total > 0).order_by(C.c.status))
+        return {str(s): int(n) for s, n in self.db.rows(query)}
 
     def top(self, problem_id: int, k: int = 10, *, device_id: int | None = None,
             input_id: int | None = None) -> list[StoredResult]:
-        raise NotImplementedError
+        """Each run's fastest ``k`` from its index, merged: k rows per run read, never a sort of the problem."""
+        k = max(0, int(k))
+        runs = self._runs_matching(problem_id, device_id, input_id)
+        if not k or not runs:
+            return []
+        best: list[tuple[float, int]] = []
+        for batch in _chunks(runs, 100):
+            scans = [sa.select(M.c.time_ms, M.c.id).where(*_run_where(run), M.c.time_ms.is_not(None))
+                     .order_by(M.c.time_ms, M.c.id).limit(k).subquery() for run in batch]
+            merged = sa.union_all(*(sa.select(scan) for scan in scans)) if len(scans) > 1 else sa.select(scans[0])
+            best = sorted(best + [(float(t), int(i)) for t, i in self.db.rows(merged)])[:k]
+        rows = {r.id: r for r in self.db.rows(sa.select(M).where(M.c.id.in_([i for _, i in best])))} if best else {}
+        return [decode_stored(rows[i]) for _, i in best]
 
     def trajectory(self, run: RunKey) -> Trajectory:
-        raise NotImplementedError
+        """Step from improvement to improvement: the next one is the earliest row faster than the current best
+        (every earlier row is slower, by definition), found by one scan of the faster part of the run's
+        successes index. The scans shrink as the best improves: about one pass over the run in all."""
+        where = [*_run_where(run), M.c.time_ms.is_not(None)]
+        first = self.db.rows(sa.select(M.c.id, M.c.time_ms).where(*where).order_by(M.c.id).limit(1))
+        steps = [(int(first[0].id), float(first[0].time_ms))] if first else []
+        while steps:
+            faster = sa.select(sa.func.min(M.c.id)).where(*where, M.c.time_ms < steps[-1][1]).scalar_subquery()
+            found = self.db.rows(sa.select(M.c.id, M.c.time_ms).where(M.c.id == faster))
+            if not found:
+                break
+            steps.append((int(found[0].id), float(found[0].time_ms)))
+        if not steps:
+            return Trajectory(self.count(run.problem_id, run.device_id, run.input_id), [])
+        numbers = self.db.rows(sa.select(*(sa.func.sum(sa.case((M.c.id <= i, 1), else_=0)) for i, _ in steps))
+                               .where(*_run_where(run), M.c.id <= steps[-1][0]))[0]
+        rows = {r.id: r for r in self.db.rows(sa.select(M.c.id, M.c.timestamp, M.c.config)
+                                              .where(M.c.id.in_([i for i, _ in steps])))}
+        points = [TrajectoryPoint(int(n), i, t, float(rows[i].timestamp), dict(_json_value(rows[i].config)))
+                  for (i, t), n in zip(steps, numbers, strict=True)]
+        return Trajectory(self.count(run.problem_id, run.device_id, run.input_id), points)
 
     def page(self, run: RunKey, *, offset: int = 0, limit: int = 50, order_by: str = "time_ms",
              descending: bool = False, status: Status | str | None = None,
              where: Mapping[str, Any] | None = None) -> Page:
-        raise NotImplementedError
+        offset, limit = max(0, int(offset)), max(0, int(limit))
+        status = None if status is None else str(Status(status))
+        base = _where(run.problem_id, run.device_id, run.input_id, status)
+        if where:
+            base += [self._param_text(name) == _json_text(value) for name, value in where.items()]
+        if order_by == "time_ms" and not where:
+            return self._time_page(run, base, status, offset, limit, descending)
+        if where:
+            total = int(self.db.rows(sa.select(sa.func.count()).select_from(M).where(*base))[0][0])
+        else:
+            total = self.count(run.problem_id, run.device_id, run.input_id, status)
+        keys = self._sort_keys(order_by)
+        keys = [k.desc() if descending else k for k in keys]
+        if order_by == "time_ms":
+            keys.insert(0, M.c.time_ms.is_(None))
+        query = sa.select(M).where(*base).order_by(*keys, M.c.id).offset(offset).limit(limit)
+        return Page([decode_stored(r) for r in self.db.rows(query)], total, offset, limit)
+
+    def _time_page(self, run: RunKey, base: list[Any], status: str | None, offset: int, limit: int,
+                   descending: bool) -> Page:
+        """Fastest (or slowest) first from the successes' index, then failures in order of arrival."""
+        counts = self.status_counts(run.problem_id, run.device_id, run.input_id)
+        n_ok = counts.get(_OK, 0) if status in (None, _OK) else 0
+        n_failed = sum(n for s, n in counts.items() if s != _OK and status in (None, s))
+        rows: list[Any] = []
+        if offset < n_ok and limit:
+            key = M.c.time_ms.desc() if descending else M.c.time_ms
+            rows += self.db.rows(sa.select(M).where(*base, M.c.time_ms.is_not(None))
+                                 .order_by(key, M.c.id).offset(offset).limit(limit))
+        if offset + limit > n_ok and n_failed:
+            rows += self.db.rows(sa.select(M).where(*base, M.c.time_ms.is_(None)).order_by(M.c.id)
+                                 .offset(max(0, offset - n_ok)).limit(limit - len(rows)))
+        return Page([decode_stored(r) for r in rows], n_ok + n_failed, offset, limit)
+
+    def _sort_keys(self, order_by: str) -> list[Any]:
+        if order_by in PAGE_COLUMNS:
+            return [M.c[order_by]]
+        number, text = self._param_sort(order_by)
+        return [number.is_(None), number, text]
+
+    @staticmethod
+    def _param_path(name: str) -> str:
+        """SQLite's JSON path of a parameter (bound as a value, never spliced into SQL)."""
+        if not name or any(ch in name for ch in '"\\'):
+            raise ValueError(f"cannot sort or filter by parameter {name!r}: parameter names with quotes "
+                             "or backslashes are not supported here")
+        return f'$."{name}"'
+
+    def _param_text(self, name: str) -> Any:
+        """The JSON text of a configuration parameter (``1``, ``"a"``, ``true``), for equality filters."""
+        path = self._param_path(name)  # the same names on every store
+        if self.dialect == "sqlite":
+            return M.c.config.op("->", return_type=sa.Text)(sa.literal(path, sa.Text))
+        return sa.cast(M.c.config.op("->")(sa.literal(name, sa.Text)), sa.Text)
+
+    def _param_sort(self, name: str) -> tuple[Any, Any]:
+        """(number or NULL, value as text) of a parameter: numbers sort numerically, then other values."""
+        path = self._param_path(name)
+        if self.dialect == "sqlite":
+            number = sa.case((sa.func.json_type(M.c.config, path).in_(("integer", "real")),
+                              sa.func.json_extract(M.c.config, path)))
+            return number, sa.func.json_extract(M.c.config, path)
+        element = M.c.config.op("->")(sa.literal(name, sa.Text))
+        text = M.c.config.op("->>", return_type=sa.Text)(sa.literal(name, sa.Text))
+        number = sa.case((sa.func.json_typeof(element) == "number", sa.cast(text, sa.Float)))
+        return number, text
 
     def time_histogram(self, run: RunKey, bins: int = 40, *, log: bool = True) -> list[HistogramBin]:
-        raise NotImplementedError
+        bins = max(1, int(bins))
+        where = [*_where(run.problem_id, run.device_id, run.input_id), M.c.time_ms.is_not(None)]
+        low, high = self.db.rows(sa.select(sa.func.min(M.c.time_ms), sa.func.max(M.c.time_ms)).where(*where))[0]
+        if low is None:
+            return []
+        log = log and low > 0
+        lo, hi = (math.log(low), math.log(high)) if log else (float(low), float(high))
+        width = (hi - lo) / bins or 1.0
+        value = sa.func.ln(M.c.time_ms) if log else M.c.time_ms
+        index = sa.cast(sa.func.floor((value - lo) / width), sa.Integer)
+        edge = (lambda j: math.exp(lo + j * width)) if log else (lambda j: lo + j * width)
+        counts = [0] * bins
+        for j, n in self.db.rows(sa.select(index, sa.func.count()).where(*where).group_by(index)):
+            counts[min(bins - 1, max(0, int(j)))] += int(n)
+        edges = [low, *(edge(j) for j in range(1, bins)), high]
+        return [HistogramBin(float(edges[j]), float(edges[j + 1]), counts[j]) for j in range(bins)]
+
+    # ------------------------------------------------------------------ summaries
+    def _run_best(self, runs: list[RunKey]) -> dict[RunKey, Any]:
+        """The fastest success of each run (a row, or None): one index probe per run, 200 runs a query."""
+        found: dict[RunKey, Any] = {}
+        for batch in _chunks(runs, 200):
+            probes = [sa.select(M.c.id).where(*_run_where(run), M.c.time_ms.is_not(None))
+                      .order_by(M.c.time_ms, M.c.id).limit(1).scalar_subquery().label(f"b{j}")
+                      for j, run in enumerate(batch)]
+            ids = [i for i in self.db.rows(sa.select(*probes))[0] if i is not None]
+            for row in self.db.rows(sa.select(M).where(M.c.id.in_(ids))) if ids else []:
+                found[RunKey(row.device_id, row.problem_id, row.input_id)] = row
+        return {run: found.get(run) for run in runs}
+
+    def _best_by(self, field: str, runs: list[RunKey]) -> dict[int, Any]:
+        """The fastest success among the runs of each device (or input): the best of their runs' bests."""
+        best: dict[int, Any] = {}
+        for run, row in self._run_best(runs).items():
+            key = getattr(run, field)
+            if row is not None and (best.get(key) is None or (row.time_ms, row.id) < (best[key].time_ms,
+                                                                                         best[key].id)):
+                best[key] = row
+        return best
+
+    def _grouped_counts(self, column: str, where: list[Any]) -> dict[int, dict[str, int]]:
+        total = sa.func.sum(C.c.n)
+        query = (sa.select(C.c[column], C.c.status, total).where(*where)
+                 .group_by(C.c[column], C.c.status).having(total > 0))
+        counts: dict[int, dict[str, int]] = {}
+        for key, status, n in self.db.rows(query):
+            counts.setdefault(int(key), {})[str(status)] = int(n)
+        return counts
+
+    @staticmethod
+    def _summaries(names: dict[int, str], counts: dict[int, dict[str, int]],
+                   best: dict[int, Any]) -> list[GroupSummary]:
+        out = []
+        for key in sorted(counts):
+            row = best.get(key)
+            out.append(GroupSummary(key, names.get(key, ""), sum(counts[key].values()), counts[key],
+                                    finite_or_inf(row.time_ms if row is not None else None),
+                                    dict(_json_value(row.config)) if row is not None else None))
+        return out
 
     def device_summaries(self, problem_id: int) -> list[GroupSummary]:
-        raise NotImplementedError
+        counts = self._grouped_counts("device_id", [C.c.problem_id == int(problem_id)])
+        best = self._best_by("device_id", self._runs_matching(problem_id, None, None))
+        names = {int(r.id): r.name for r in self.db.rows(sa.select(S.devices.c.id, S.devices.c.name)
+                                                         .where(S.devices.c.id.in_(list(counts))))}
+        return self._summaries(names, counts, best)
 
     def input_summaries(self, problem_id: int, device_id: int | None = None) -> list[GroupSummary]:
-        raise NotImplementedError
+        counts = self._grouped_counts("input_id", _count_where(problem_id, device_id, None))
+        best = self._best_by("input_id", self._runs_matching(problem_id, device_id, None))
+        names = {int(r.id): r.name for r in self.db.rows(sa.select(S.inputs.c.id, S.inputs.c.name)
+                                                         .where(S.inputs.c.problem_id == int(problem_id)))}
+        return self._summaries(names, counts, best)
+
+    # ------------------------------------------------------------------ listings
+    def devices(self) -> list[DeviceRow]:
+        n = sa.select(C.c.device_id, sa.func.sum(C.c.n).label("n")).group_by(C.c.device_id).subquery()
+        query = (sa.select(S.devices, sa.func.coalesce(n.c.n, 0).label("measurements"))
+                 .outerjoin(n, n.c.device_id == S.devices.c.id).order_by(S.devices.c.id))
+        return [DeviceRow(int(r.id), r.name, r.platform, r.driver, dict(r.properties or {}), int(r.measurements))
+                for r in self.db.rows(query)]
+
+    def problems(self, name: str | None = None) -> list[ProblemRow]:
+        live = C.c.n > 0
+        stats = (sa.select(C.c.problem_id, sa.func.sum(C.c.n).label("n"),
+                           sa.func.sum(sa.case((C.c.status != _OK, C.c.n), else_=0)).label("failed"),
+                           sa.func.count(sa.distinct(sa.case((live, C.c.device_id)))).label("devices"),
+                           sa.func.count(sa.distinct(sa.case((live, C.c.input_id)))).label("inputs"))
+                 .group_by(C.c.problem_id).subquery())
+        p = S.problems
+        query = (sa.select(p.c.id, p.c.name, p.c.source_hash, sa.func.coalesce(stats.c.n, 0).label("n"),
+                           sa.func.coalesce(stats.c.failed, 0).label("failed"),
+                           sa.func.coalesce(stats.c.devices, 0).label("devices"),
+                           sa.func.coalesce(stats.c.inputs, 0).label("inputs"))
+                 .outerjoin(stats, stats.c.problem_id == p.c.id).order_by(p.c.id))
+        if name is not None:
+            query = query.where(p.c.name == name)
+        rows = self.db.rows(query)
+        runs = [run for r in rows for run in self._runs_matching(r.id, None, None)] if rows else []
+        best = self._best_by("problem_id", runs)
+        return [ProblemRow(int(r.id), r.name, r.source_hash, int(r.n), int(r.failed), int(r.devices),
+                           int(r.inputs), finite_or_inf(best[r.id].time_ms if r.id in best else None))
+                for r in rows]
 
     def problem_info(self, problem_id: int) -> ProblemInfo:
-        raise NotImplementedError
+        rows = self.db.rows(sa.select(S.problems).where(S.problems.c.id == int(problem_id)))
+        if not rows:
+            raise KeyError(f"no problem with id {problem_id} in {self.label}")
+        r = rows[0]
+        return ProblemInfo(int(r.id), r.name, r.source_hash, dict(r.space or {}))
+
+    def inputs(self, problem_id: int | None = None) -> list[InputRow]:
+        n = sa.select(C.c.input_id, sa.func.sum(C.c.n).label("n")).group_by(C.c.input_id).subquery()
+        query = (sa.select(S.inputs, sa.func.coalesce(n.c.n, 0).label("measurements"))
+                 .outerjoin(n, n.c.input_id == S.inputs.c.id).order_by(S.inputs.c.id))
+        if problem_id is not None:
+            query = query.where(S.inputs.c.problem_id == int(problem_id))
+        return [InputRow(int(r.id), int(r.problem_id), r.name, dict(r.features or {}), int(r.measurements))
+                for r in self.db.rows(query)]
 
     def runs(self, problem_id: int | None = None, device_id: int | None = None) -> list[RunSummary]:
-        raise NotImplementedError
+        counts: dict[RunKey, dict[str, int]] = {}
+        query = (sa.select(C.c.device_id, C.c.problem_id, C.c.input_id, C.c.status, C.c.n)
+                 .where(*_count_where(problem_id, device_id, None), C.c.n > 0))
+        for d, p, i, status, n in self.db.rows(query):
+            counts.setdefault(RunKey(int(d), int(p), int(i)), {})[str(status)] = int(n)
+        if not counts:
+            return []
+        best = self._run_best(sorted(counts))
+        names = {}
+        for table, column in ((S.devices, 0), (S.problems, 1), (S.inputs, 2)):
+            ids = sorted({r[column] for r in counts})
+            names[column] = {int(r.id): r.name for r in self.db.rows(sa.select(table.c.id, table.c.name)
+                                                                     .where(table.c.id.in_(ids)))}
+        return [RunSummary(run, names[0].get(run.device_id, ""), names[1].get(run.problem_id, ""),
+                           names[2].get(run.input_id, ""), sum(c.values()), c,
+                           finite_or_inf(best[run].time_ms if best[run] is not None else None))
+                for run, c in sorted(counts.items(), key=lambda kv: (kv[0].problem_id, kv[0].device_id,
+                                                                     kv[0].input_id))]
 
+    def device_info(self, device_id: int) -> DeviceInfo:
+        found = self.db.rows(sa.select(S.devices).where(S.devices.c.id == int(device_id)))
+        if not found:
+            raise KeyError(f"no device with id {device_id} in {self.label}")
+        r = found[0]
+        return DeviceInfo(name=r.name, platform=r.platform, driver=r.driver, properties=dict(r.properties or {}))
+
+    # ------------------------------------------------------------------ live updates
     def latest_id(self) -> int:
-        raise NotImplementedError
+        return int(self.db.rows(sa.select(sa.func.coalesce(sa.func.max(M.c.id), 0)))[0][0])
 
     def rows_since(self, after_id: int, *, limit: int = 1000, problem_id: int | None = None,
                    since_timestamp: float | None = None) -> list[StoredResult]:
-        raise NotImplementedError
+        where = [M.c.id > int(after_id), *_where(problem_id, None, None)]
+        if since_timestamp is not None:
+            where.append(M.c.timestamp >= float(since_timestamp))
+        query = sa.select(M).where(*where).order_by(M.c.id).limit(max(0, int(limit)))
+        return [decode_stored(r) for r in self.db.rows(query)]
 
 
-def open_store(target: str | Path | Store) -> Store:
-    """A Store from a path/URL, or the Store itself (so APIs can take either)."""
-    return target if isinstance(target, Store) else Store(target)
+# ---------------------------------------------------------------------------------------------- helpers
+def _where(problem_id: int | None, device_id: int | None, input_id: int | None,
+           status: Status | str | None = None) -> list[Any]:
+    clauses = [column == int(value) for column, value in
+               ((M.c.problem_id, problem_id), (M.c.device_id, device_id), (M.c.input_id, input_id))
+               if value is not None]
+    if status is not None:
+        clauses.append(M.c.status == str(Status(status)))
+    return clauses
 
 
-__all__: Sequence[str] = ("Store", "is_sqlite_file", "open_store")
+def _run_where(run: RunKey) -> list[Any]:
+    return [M.c.problem_id == run.problem_id, M.c.device_id == run.device_id, M.c.input_id == run.input_id]
+
+
+def _add_counts(conn: Connection, deltas: Counter) -> None:
+    """Add ``{(device_id, problem_id, input_id, status): delta}`` to ``run_counts`` (SQLite's writer)."""
+    changes = [(*key, n) for key, n in sorted(deltas.items()) if n]
+    if changes:
+        conn.exec_driver_sql("INSERT INTO run_counts (device_id, problem_id, input_id, status, n) "
+                             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (device_id, problem_id, input_id, status) "
+                             "DO UPDATE SET n = n + excluded.n", changes)
+
+
+def _count_where(problem_id: int | None, device_id: int | None, input_id: int | None) -> list[Any]:
+    return [column == int(value) for column, value in
+            ((C.c.problem_id, problem_id), (C.c.device_id, device_id), (C.c.input_id, input_id))
+            if value is not None]
+
+
+def _json_value(value: Any) -> Any:
+    return orjson.loads(value) if isinstance(value, str) else value
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(jsonable(value), separators=(",", ":"))
+
+
+def _copy_rows(conn: Connection, rows: list[tuple[Any, ...]], conflict: str) -> bool:
+    """PostgreSQL bulk write: COPY the chunk into a session-private staging table, then one upsert from it.
+
+    Returns False when the driver is not psycopg 3 (then the caller uses executemany)."""
+    raw = conn.connection.dbapi_connection
+    cursor = raw.cursor() if raw is not None else None
+    if cursor is None or not hasattr(cursor, "copy"):
+        return False
+    columns = ", ".join(COLUMNS)
+    cursor.execute("CREATE TEMP TABLE IF NOT EXISTS adaptune_stage AS SELECT " + columns
+                   + " FROM measurements WITH NO DATA")
+    cursor.execute("TRUNCATE adaptune_stage")
+    with cursor.copy(f"COPY adaptune_stage ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+    cursor.execute(f"{_INSERT}SELECT {columns} FROM adaptune_stage {conflict}")
+    return True
+
+
+def open_store(target: str | Path | BaseStore) -> BaseStore:
+    """A Store from a path/URL, or the store itself (so APIs can take either)."""
+    return target if isinstance(target, BaseStore) else Store(target)
+
+
+__all__: Sequence[str] = ("MEMORY", "Store", "engine_url", "is_sqlite_file", "open_store")

@@ -139,15 +139,33 @@ def _number(value: Any, where: str) -> float:
 
 def kt_dict_to_recorded(data: Any, source: str, meta: dict[str, Any] | None = None) -> RecordedSpace:
     """Validate a decoded Kernel Tuner cache and turn it into a RecordedSpace."""
+    if not isinstance(data, dict) or "cache" not in data:
+        raise FormatError(f"{source}: not a Kernel Tuner cache (needs an object with 'tune_params_keys' and 'cache')")
+    cache = data["cache"]
+    if not isinstance(cache, dict):
+        raise FormatError(f"{source}: 'cache' must be an object of entries, not {_kind(cache)}")
+    space, names = kt_header(data, source, meta)
+    allowed = space.params or None
+    dropped: set[str] = set()
+    space.results = [entry_to_result(key, entry, names, allowed, f"{source}: entry {key!r}", dropped)
+                     for key, entry in cache.items()]
+    if not space.params:
+        space.params = {n: sorted({r.config[n] for r in space.results}, key=lambda v: (str(type(v)), v))
+                        for n in names}
+    if dropped:
+        space.meta["dropped_fields"] = sorted(dropped)
+    return space
+
+
+def kt_header(data: Any, source: str, meta: dict[str, Any] | None = None) -> tuple[RecordedSpace, list[str]]:
+    """The space a cache's header describes (no results yet), validated, and its parameter names. ``params``
+    is empty when the header lists no ``tune_params``: the values are then the ones the entries hold."""
     meta = dict(meta or {})
-    if not isinstance(data, dict) or "cache" not in data or "tune_params_keys" not in data:
+    if not isinstance(data, dict) or "tune_params_keys" not in data:
         raise FormatError(f"{source}: not a Kernel Tuner cache (needs an object with 'tune_params_keys' and 'cache')")
     names = data["tune_params_keys"]
     if not isinstance(names, list) or not all(isinstance(k, str) for k in names):
         raise FormatError(f"{source}: 'tune_params_keys' must be a list of parameter names")
-    cache = data["cache"]
-    if not isinstance(cache, dict):
-        raise FormatError(f"{source}: 'cache' must be an object of entries, not {_kind(cache)}")
     tune_params = data.get("tune_params")
     if tune_params is not None:
         if not isinstance(tune_params, dict) or not all(isinstance(v, list) for v in tune_params.values()):
@@ -163,62 +181,60 @@ def kt_dict_to_recorded(data: Any, source: str, meta: dict[str, Any] | None = No
         meta["objectives"], objective = list(objective), objective[0]  # multi-objective run: first is primary
     if not isinstance(objective, str):
         raise FormatError(f"{source}: 'objective' must be a name or a list of names, not {_kind(objective)}")
-
-    allowed = {n: tune_params[n] for n in names} if tune_params else None
-    dropped: set[str] = set()
-    results = [_entry_to_result(key, entry, names, allowed, f"{source}: entry {key!r}", dropped)
-               for key, entry in cache.items()]
-    if tune_params is None:
-        tune_params = {n: sorted({r.config[n] for r in results}, key=lambda v: (str(type(v)), v)) for n in names}
-    if dropped:
-        meta["dropped_fields"] = sorted(dropped)
-    return RecordedSpace(device_name=data.get("device_name", ""), kernel_name=data.get("kernel_name", ""),
-                         problem_size=data.get("problem_size"), params={n: list(tune_params[n]) for n in names},
-                         results=results, objective=objective, meta=meta)
+    space = RecordedSpace(device_name=data.get("device_name", ""), kernel_name=data.get("kernel_name", ""),
+                          problem_size=data.get("problem_size"),
+                          params={n: list(tune_params[n]) for n in names} if tune_params else {},
+                          results=[], objective=objective, meta=meta)
+    return space, list(names)
 
 
-def _entry_to_result(key: str, entry: Any, names: list[str], allowed: dict[str, list] | None,
-                     where: str, dropped: set[str]) -> Result:
-    if not isinstance(entry, dict):
+def entry_to_result(key: str, entry: Any, names: list[str], allowed: dict[str, list] | None,
+                    where: str, dropped: set[str]) -> Result:
+    """One cache entry as a Result, validated; one pass over its fields (the import of a large cache runs
+    this once per entry)."""
+    if type(entry) is not dict:
         raise FormatError(f"{where} must be an object, not {_kind(entry)}")
-    missing = [n for n in names if n not in entry]
-    if missing:
-        raise FormatError(f"{where} lacks tunable parameter(s) {missing} listed in 'tune_params_keys'")
-    config = {n: entry[n] for n in names}
-    if kt_key(config, names) != key:
+    try:
+        config = {n: entry[n] for n in names}
+    except KeyError:
+        missing = [n for n in names if n not in entry]
+        raise FormatError(f"{where} lacks tunable parameter(s) {missing} listed in 'tune_params_keys'") from None
+    if ",".join([str(v) for v in config.values()]) != key:
         raise FormatError(f"{where}: its parameters {config} give the key {kt_key(config, names)!r}, "
                           f"not {key!r}")
     if allowed is not None:
-        for n in names:
-            if config[n] not in allowed[n]:
-                raise FormatError(f"{where}: {n}={config[n]!r} is not among the values in 'tune_params'")
-
-    status, error, time_ms = _status_of(entry, where)
+        for n, v in config.items():
+            if v not in allowed[n]:
+                raise FormatError(f"{where}: {n}={v!r} is not among the values in 'tune_params'")
+    observers: dict[str, float] = {}
+    failure = None  # a failure string in a field other than 'time' (old caches)
+    for k, v in entry.items():
+        kind = type(v)
+        if kind is str and v in FAILURE_STATUS:
+            if failure is None and k != ERROR_FIELD:
+                failure = v
+        elif k in _RESERVED or k in config:
+            continue
+        elif kind is float or kind is int:
+            observers[k] = float(v)
+        else:
+            dropped.add(k)  # lists/strings/objects of other tools: reported in meta, not silently lost
+    status, error, time_ms = _status_of(entry, failure, where)
     samples = entry.get("times", [])
-    if not isinstance(samples, list):
+    if type(samples) is not list:
         raise FormatError(f"{where}: 'times' must be a list of numbers, not {_kind(samples)}")
     if not all(type(s) in _PLAIN_NUMBERS for s in samples):  # fast path first; details only on failure
         for s in samples:
             _number(s, f"{where}: 'times'")
-    samples = [float(s) for s in samples]
     timings = {attr: _number(entry[k], f"{where}: '{k}'") if k in entry else 0.0 for k, attr in TIMING_FIELDS.items()}
-    observers: dict[str, float] = {}
-    for k, v in entry.items():
-        if k in _RESERVED or k in config:
-            continue
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            observers[k] = float(v)
-        elif not (isinstance(v, str) and v in FAILURE_STATUS):
-            dropped.add(k)  # lists/strings/objects of other tools: reported in meta, not silently lost
-    return Result(config=config, status=status, time_ms=time_ms, samples=samples, observers=observers,
-                  error=error, timestamp=_timestamp(entry.get("timestamp"), where), **timings)
+    return Result(config=config, status=status, time_ms=time_ms, samples=[float(s) for s in samples],
+                  observers=observers, error=error, timestamp=_timestamp(entry.get("timestamp"), where), **timings)
 
 
-def _status_of(entry: dict[str, Any], where: str) -> tuple[Status, str, float]:
+def _status_of(entry: dict[str, Any], other_failure: str | None, where: str) -> tuple[Status, str, float]:
     """(status, error text, time_ms) of one entry; failure strings may sit in 'time' or (old caches) elsewhere."""
     value = entry.get("time")
-    failure = value if isinstance(value, str) else next(
-        (v for k, v in entry.items() if isinstance(v, str) and v in FAILURE_STATUS and k != ERROR_FIELD), None)
+    failure = value if isinstance(value, str) else other_failure
     own = entry.get(STATUS_FIELD)
     error = entry.get(ERROR_FIELD, "")
     if not isinstance(error, str):

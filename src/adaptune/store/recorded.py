@@ -9,13 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from adaptune.records import DeviceInfo, Result
+from adaptune.store.base import BaseStore, RunKey
 from adaptune.store.codec import jsonable
-
-if TYPE_CHECKING:
-    from adaptune.store.db import Store
 
 RECORDED_PLATFORM = "recorded"
 """Platform of a device known only by name (imported from a file, not probed by a backend)."""
@@ -75,14 +73,21 @@ class RecordedSpace:
         return math.prod(len(v) for v in self.params.values())
 
     # ------------------------------------------------------------------ database
-    def to_store(self, store: Store, name: str | None = None, *, input_name: str | None = None,
-                 source_hash: str | None = None, device: DeviceInfo | None = None) -> tuple[int, int, int]:
-        """Write every result into ``store`` (one transaction); returns (device_id, problem_id, input_id).
+    def to_store(self, store: BaseStore, name: str | None = None, *, input_name: str | None = None,
+                 source_hash: str | None = None, device: DeviceInfo | None = None) -> RunKey:
+        """Write every result into ``store`` (one transaction); returns the run (device_id, problem_id, input_id).
 
         The problem is named ``name`` (default: the kernel name); its identity hash is ``source_hash``
         (default: the recorded one, else ``recorded:<kernel name>``) so a second import of the same
         file updates instead of duplicating.
         """
+        run = self.register(store, name, input_name=input_name, source_hash=source_hash, device=device)
+        store.put_many(*run, self.results)
+        return run
+
+    def register(self, store: BaseStore, name: str | None = None, *, input_name: str | None = None,
+                 source_hash: str | None = None, device: DeviceInfo | None = None) -> RunKey:
+        """The run this space's results belong to in ``store`` (device, problem, input), registered."""
         device = device or DeviceInfo(name=self.device_name, platform=self.meta.get("platform", RECORDED_PLATFORM),
                                       driver=str(self.meta.get("driver", "")))
         source_hash = source_hash or self.meta.get("source_hash") or f"recorded:{self.kernel_name}"
@@ -91,23 +96,20 @@ class RecordedSpace:
         constraints = self.meta.get("constraints")
         if constraints:
             space["constraints"] = list(constraints)
-        device_id = store.device(device)
-        problem_id = store.problem(name or self.kernel_name, source_hash, space)
-        input_id = store.input(problem_id, input_name or problem_size_name(self.problem_size),
-                               {"problem_size": jsonable(self.problem_size)})
-        store.put_many(device_id, problem_id, input_id, self.results)
-        return device_id, problem_id, input_id
+        return store.run(device, name or self.kernel_name, source_hash,
+                         input_name or problem_size_name(self.problem_size), space_desc=space,
+                         features={"problem_size": jsonable(self.problem_size)})
 
     @classmethod
-    def from_store(cls, store: Store, device_id: int | None = None, problem_id: int | None = None,
+    def from_store(cls, store: BaseStore, device_id: int | None = None, problem_id: int | None = None,
                    input_id: int | None = None) -> RecordedSpace:
         """The stored results of one (device, problem, input); an id may be left out when only one fits."""
-        problems = {p["id"]: p for p in store.problems()}
+        problems = [p.id for p in store.problems()]
         if problem_id is None:
             if len(problems) != 1:
                 raise ValueError(f"{store.label} holds {len(problems)} problems; pass problem_id "
-                                 f"(one of {sorted(problems)})")
-            problem_id = next(iter(problems))
+                                 f"(one of {problems})")
+            problem_id = problems[0]
         if problem_id not in problems:
             raise KeyError(f"no problem with id {problem_id} in {store.label}")
         pairs = [(d, i) for d, i in store.measured_pairs(problem_id)
@@ -119,20 +121,20 @@ class RecordedSpace:
             if not pairs:
                 raise ValueError(f"problem {problem_id} in {store.label} has no measurements to export")
             device_id, input_id = pairs[0]
-        problem = problems[problem_id]
-        inputs = {i["id"]: i for i in store.inputs(problem_id)}
+        problem = store.problem_info(problem_id)
+        inputs = {i.id: i for i in store.inputs(problem_id)}
         if input_id not in inputs:
             raise KeyError(f"no input with id {input_id} for problem {problem_id} in {store.label}")
         results = store.results(problem_id=problem_id, device_id=device_id, input_id=input_id)
-        space = problem["space"]
+        space = problem.space
         params = _params_from(space.get("params"), results)
-        problem_size = inputs[input_id]["features"].get("problem_size", space.get("problem_size"))
+        problem_size = inputs[input_id].features.get("problem_size", space.get("problem_size"))
         info = store.device_info(device_id)
-        meta = {"platform": info.platform, "driver": info.driver, "source_hash": problem["source_hash"],
-                "problem_name": problem["name"], "input_name": inputs[input_id]["name"]}
+        meta = {"platform": info.platform, "driver": info.driver, "source_hash": problem.source_hash,
+                "problem_name": problem.name, "input_name": inputs[input_id].name}
         if space.get("constraints"):
             meta["constraints"] = list(space["constraints"])
-        return cls(device_name=info.name, kernel_name=space.get("kernel_name") or problem["name"],
+        return cls(device_name=info.name, kernel_name=space.get("kernel_name") or problem.name,
                    problem_size=problem_size, params=params, results=results,
                    objective=space.get("objective", "time"), meta=meta)
 

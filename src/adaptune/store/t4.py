@@ -99,7 +99,31 @@ def is_t4(data: Any) -> bool:
 def t4_dict_to_recorded(data: Any, source: str) -> RecordedSpace:
     if not is_t4(data) or not isinstance(data["results"], list):
         raise FormatError(f"{source}: not a T4 results file (needs 'schema_version' and a 'results' list)")
-    version = data["schema_version"]
+    space, scale = t4_header(data, source)
+    dropped: set[str] = set()
+    results = [t4_result(item, scale, f"{source}: results[{i}]", dropped) for i, item in enumerate(data["results"])]
+    if not space.params:
+        names = list(results[0].config) if results else []
+        space.params = {n: sorted({r.config.get(n) for r in results}, key=lambda v: (str(type(v)), v)) for n in names}
+    names = space.names
+    for i, r in enumerate(results):
+        if list(r.config) != names and set(r.config) != set(names):
+            raise FormatError(f"{source}: results[{i}] configuration has parameters {list(r.config)}, "
+                              f"expected {names}")
+        r.config = {n: r.config[n] for n in names}
+    if dropped:
+        space.meta["dropped_fields"] = sorted(dropped)
+    if not space.objective:  # not in the metadata: the one objective every result names, else time
+        objectives = {o for item in data["results"] if isinstance(item, dict) for o in item.get("objectives") or []}
+        space.objective = objectives.pop() if len(objectives) == 1 else "time"
+    space.results = results
+    return space
+
+
+def t4_header(data: dict[str, Any], source: str) -> tuple[RecordedSpace, float]:
+    """The space a T4 file's metadata describes (no results; ``params`` empty when it lists none, objective
+    empty when it names none) and the factor from its time unit to milliseconds."""
+    version = data.get("schema_version")
     if not isinstance(version, str) or version.split(".")[0] != SCHEMA_VERSION.split(".")[0]:
         raise FormatError(f"{source}: T4 schema version {version!r} is not supported (reads {SCHEMA_VERSION})")
     metadata = data.get("metadata") or {}
@@ -108,34 +132,20 @@ def t4_dict_to_recorded(data: Any, source: str) -> RecordedSpace:
     unit = metadata.get("timeunit", "seconds")  # the methodology tools assume seconds when it is absent
     if unit not in TO_MS:
         raise FormatError(f"{source}: unknown 'timeunit' {unit!r} (one of {sorted(TO_MS)})")
-    scale = TO_MS[unit]
-    dropped: set[str] = set()
-    results = [_t4_result(item, scale, f"{source}: results[{i}]", dropped) for i, item in enumerate(data["results"])]
-
     params = metadata.get("tune_params")
     if params is not None and (not isinstance(params, dict) or not all(isinstance(v, list) for v in params.values())):
         raise FormatError(f"{source}: metadata 'tune_params' must map each parameter to a list of values")
-    if params is None:
-        names = list(results[0].config) if results else []
-        params = {n: sorted({r.config.get(n) for r in results}, key=lambda v: (str(type(v)), v)) for n in names}
-    names = list(params)
-    for i, r in enumerate(results):
-        if list(r.config) != names and set(r.config) != set(names):
-            raise FormatError(f"{source}: results[{i}] configuration has parameters {list(r.config)}, "
-                              f"expected {names}")
-        r.config = {n: r.config[n] for n in names}
     meta: dict[str, Any] = {"format": "t4", "source": source}
-    if dropped:
-        meta["dropped_fields"] = sorted(dropped)
-    objectives = {o for item in data["results"] if isinstance(item, dict) for o in item.get("objectives") or []}
-    objective = metadata.get("objective") or (objectives.pop() if len(objectives) == 1 else "time")
-    return RecordedSpace(device_name=str(metadata.get("device_name", "")),
-                         kernel_name=str(metadata.get("kernel_name", "")),
-                         problem_size=metadata.get("problem_size"), params={n: list(v) for n, v in params.items()},
-                         results=results, objective=str(objective), meta=meta)
+    space = RecordedSpace(device_name=str(metadata.get("device_name", "")),
+                          kernel_name=str(metadata.get("kernel_name", "")),
+                          problem_size=metadata.get("problem_size"),
+                          params={n: list(v) for n, v in (params or {}).items()}, results=[],
+                          objective=str(metadata.get("objective") or ""), meta=meta)
+    return space, TO_MS[unit]
 
 
-def _t4_result(item: Any, scale: float, where: str, dropped: set[str]) -> Result:
+def t4_result(item: Any, scale: float, where: str, dropped: set[str]) -> Result:
+    """One item of a T4 ``results`` list as a Result (times in milliseconds)."""
     if not isinstance(item, dict):
         raise FormatError(f"{where} must be an object")
     config, times, invalidity = item.get("configuration"), item.get("times"), item.get("invalidity")

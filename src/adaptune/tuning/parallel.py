@@ -16,11 +16,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptune.distributed.executor import Completion, Executor, device_kind
+from adaptune.distributed.executor import Completion, Executor, device_kind, make_executor
 from adaptune.progress import BestSoFarProgress
 from adaptune.records import DeviceInfo, Result, Status
 from adaptune.search import make_strategy
 from adaptune.store import Store
+from adaptune.tuning.report import report_from_results
+from adaptune.tuning.resume import StoredLookup
 
 
 @dataclass
@@ -31,7 +33,7 @@ class _Group:
     workers: list[int]
     search: Any
     ids: tuple[int, int, int]
-    stored: dict[str, Result]
+    stored: StoredLookup
     results: list[Result] = field(default_factory=list)
     reused: int = 0
     best_ms: float = math.inf
@@ -66,8 +68,7 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
         opts = dict(options)  # the constant liar is opt-in (strategy_options={"liar": "min"}): measured on
         # the recorded spaces it did not help `auto` with 2 workers (docs/distributed.md)
         ids = (store.device(info), problem_id, input_id)
-        stored = {space.key(r.config): r for r in store.results(problem_id=problem_id, device_id=ids[0],
-                                                                input_id=input_id)}
+        stored = StoredLookup(store, ids, space)
         groups.append(_Group(info, workers, make_strategy(strategy, space, seed=seed, **opts), ids, stored))
     if prefetch is None:  # asks that learn nothing: compile ahead (further when compile actors do it)
         prefetch = max(4, executor.lookahead) if strategy in ("brute_force", "random") else 0
@@ -90,7 +91,7 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
             if i is None:
                 g.exhausted = True
                 return None
-            if space.key(space.config(i)) in g.stored:  # measured before (resume): told without measuring
+            if g.stored.get(space.config(i)) is not None:  # measured before (resume): told without measuring
                 g.ready.append(i)
                 continue
             return i
@@ -108,7 +109,7 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
             for g in groups:  # stored results first: they cost nothing
                 while g.ready and not over_budget(g):
                     i = g.ready.pop(0)
-                    record(g, i, g.stored[space.key(space.config(i))], True, bar)
+                    record(g, i, g.stored.get(space.config(i)), True, bar)
             for w in sorted(idle):
                 g = owner[w]
                 if g.retry:  # a configuration whose worker died: first in line
@@ -155,7 +156,7 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
                 _complete(c, g, space, store, attempts, max_attempts, idle, record, bar)
         for g in groups:  # the default configuration, for the speed-up over it: measured once if not visited
             index = space.default_index()
-            if index is None or space.key(space.config(index)) in g.stored:
+            if index is None or g.stored.get(space.config(index)) is not None:
                 continue
             config = space.config(index)
             g.inflight[space.key(config)] = index
@@ -193,7 +194,7 @@ def _complete(c: Completion, g: _Group, space, store: Store, attempts: dict, max
         idle.add(c.worker)
     del g.inflight[key]
     store.put(*g.ids, result)
-    g.stored[key] = result
+    g.stored.add(c.config, result)
     record(g, index, result, False, bar)
 
 
@@ -203,9 +204,6 @@ def tune_with_executor(problem, strategy: str, *, executor: Any, n_parallel: int
                        max_evals: int | None, max_seconds: float | None,
                        strategy_options: dict[str, Any] | None, progress: bool, start: float):
     """``tune(..., executor=...)``: the report of the first device kind, the other kinds in ``.others``."""
-    from adaptune.distributed.executor import make_executor
-    from adaptune.tuning.tune import TuneReport
-
     devices = None
     if executor == "local":  # CUDA: n GPUs from ``device`` on; OpenCL/Python: n workers on the one device
         base = int(device) if isinstance(device, int) or str(device).isdigit() else 0
@@ -223,16 +221,7 @@ def tune_with_executor(problem, strategy: str, *, executor: Any, n_parallel: int
     reports = []
     default_index = problem.space.default_index()
     for info, results, reused, _ids, stored in per_kind:
-        ok = [r for r in results if r.ok]
-        best = min(ok, key=lambda r: r.time_ms) if ok else None
-        default = None if default_index is None else stored.get(problem.space.key(
-            problem.space.config(default_index)))
-        reports.append(TuneReport(
-            problem=problem.name, strategy=strategy, device=info,
-            best=best.config if best else None, best_time_ms=best.time_ms if best else math.inf,
-            default=default.config if default else None,
-            default_time_ms=default.time_ms if default else math.inf,
-            evaluated=len(results), failed=len(results) - len(ok), reused=reused,
-            wall_s=time.perf_counter() - start, db=str(db), results=results))
+        default = None if default_index is None else stored.get(problem.space.config(default_index))
+        reports.append(report_from_results(problem, strategy, info, results, default, reused, start, db))
     reports[0].others = reports[1:]
     return reports[0]

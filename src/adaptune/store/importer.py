@@ -1,0 +1,325 @@
+"""Importing result files into a store in bounded memory: Kernel Tuner caches (plain, gzip, the unterminated
+"open" form), T4 files, CSV and other adaptune databases, read entry by entry and written a chunk at a time.
+
+Each chunk is one transaction (``BaseStore.put_stream``), so an import killed half-way leaves every
+committed chunk and nothing half-written; writes are upserts keyed by configuration, so running the same
+import again completes it without duplicates. An entry that does not read (a bad value, a cut-off last
+entry) is skipped and counted; a file that is not one of these formats at all is one FormatError.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adaptune.records import Result, Status
+from adaptune.store.base import DEFAULT_CHUNK, BaseStore, RunKey
+from adaptune.store.db import Store
+from adaptune.store.errors import FormatError
+from adaptune.store.jsonstream import JsonStream, Truncated, compression_cut, open_text
+from adaptune.store.kt_cache import entry_to_result, kt_header
+from adaptune.store.recorded import RecordedSpace
+from adaptune.store.sql import is_sqlite_file
+from adaptune.store.t4 import t4_header, t4_result
+
+CSV_RESULT_COLUMNS = ("status", "time_ms", "compile_ms", "verify_ms", "benchmark_ms", "samples", "timestamp",
+                      "error")
+"""Columns of an adaptune CSV that are not configuration parameters (``export`` writes them)."""
+SHOWN_REASONS = 3
+
+
+@dataclass
+class ImportReport:
+    """What one import did: rows written, entries skipped (and why, the first few), into which runs."""
+
+    source: str
+    format: str
+    runs: list[RunKey] = field(default_factory=list)
+    written: int = 0
+    skipped: int = 0
+    reasons: list[str] = field(default_factory=list)
+    kernel_name: str = ""
+    device_name: str = ""
+
+    def skip(self, reason: str) -> None:
+        self.skipped += 1
+        if len(self.reasons) < SHOWN_REASONS:
+            self.reasons.append(reason)
+
+    def summary(self) -> str:
+        """One line for the user: what was imported and what was skipped."""
+        what = f"{self.kernel_name} ({self.device_name})" if self.kernel_name else self.source
+        text = f"imported {self.written} measurements of {what} from {self.format} file {self.source}"
+        if self.skipped:
+            text += f"; skipped {self.skipped} entr{'y' if self.skipped == 1 else 'ies'}: {'; '.join(self.reasons)}"
+        return text
+
+
+Progress = Callable[[int], None]
+"""Called now and then with the number of characters (or rows) read so far."""
+
+
+def import_file(store: BaseStore, path: str | Path, *, name: str | None = None, chunk_size: int = DEFAULT_CHUNK,
+                progress: Progress | None = None) -> ImportReport:
+    """Import the Kernel Tuner cache, T4 file, CSV file or adaptune database at ``path`` into ``store``.
+
+    ``name`` names the problem (default: the kernel name the file gives, else the file's stem)."""
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise FormatError(f"{source}: no such file")
+    if is_sqlite_file(path):
+        return _import_store(store, path, chunk_size)
+    with open_text(path) as text:
+        try:
+            first = text.read(1).lstrip() or text.read(64).lstrip()[:1]
+        except (UnicodeDecodeError, EOFError, OSError) as exc:
+            raise FormatError(f"{source}: cannot read as text ({exc})") from exc
+    if first != "{":
+        return _import_csv(store, path, name, chunk_size, progress)
+    return _import_json(store, path, name, chunk_size, progress)
+
+
+# ---------------------------------------------------------------------------------------------- JSON
+def _members(js: JsonStream, stop: frozenset[str]) -> tuple[dict[str, Any], str | None]:
+    """Top-level members up to the first one named in ``stop`` (left unread); (members, that name or None)."""
+    header: dict[str, Any] = {}
+    js.expect("{")
+    if js.skip("}"):
+        return header, None
+    while True:
+        key = js.key()
+        if key in stop:
+            return header, key
+        header[key] = js.value()
+        if not js.skip(","):
+            js.expect("}")
+            return header, None
+
+
+def _skip_member(js: JsonStream, opening: str, closing: str) -> None:
+    """Read past one big member item by item (a first pass that only wants the members after it)."""
+    js.expect(opening)
+    if js.skip(closing):
+        return
+    while True:
+        if opening == "{":
+            js.key()
+        js.value()
+        if not js.skip(","):
+            js.expect(closing)
+            return
+
+
+def _header(path: Path, source: str) -> tuple[dict[str, Any], str]:
+    """The members around the big one; a second pass reads those after it when what the header must hold
+    (``_NEEDS``) is not before it."""
+    with open_text(path) as text:
+        js = JsonStream(text, source)
+        try:
+            header, big = _members(js, frozenset(_NEEDS))
+        except Truncated as exc:
+            raise FormatError(f"{source}: the file ends inside its header ({exc})") from exc
+        try:
+            if big is None:
+                raise FormatError(f"{source}: not a Kernel Tuner cache or T4 file (no 'cache' or 'results')")
+            if _NEEDS[big] in header:
+                return header, big
+            _skip_member(js, *("{}" if big == "cache" else "[]"))
+            while js.skip(","):
+                key = js.key()
+                header[key] = js.value()
+        except Truncated:
+            pass  # an open cache: the header holds what it holds
+    return header, big
+
+
+_NEEDS = {"cache": "tune_params_keys", "results": "metadata"}
+"""The big member of each format, and the header member its items cannot be read without."""
+
+
+def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int,
+                 progress: Progress | None) -> ImportReport:
+    source = str(path)
+    header, big = _header(path, source)
+    if big == "cache":
+        space, names = kt_header(header, source, {"format": "kernel_tuner", "source": source})
+        report = ImportReport(source, "Kernel Tuner cache")
+        scale = 1.0
+    else:
+        space, scale = t4_header(header, source)
+        space.objective = space.objective or "time"
+        names = space.names
+        report = ImportReport(source, "T4")
+    report.kernel_name, report.device_name = space.kernel_name, space.device_name
+    name = name or space.kernel_name or path.stem
+    seen: dict[str, dict[Any, None]] = {}  # parameter values met, for a header that lists none
+    run = space.register(store, name)
+    report.runs.append(run)
+    with open_text(path) as text:
+        js = JsonStream(text, source)
+        _members(js, frozenset({big}))
+        items = _kt_items(js, space, names, report) if big == "cache" else _t4_items(js, names, scale, report)
+        if not space.params:
+            items = _noting_values(items, seen)
+        report.written = store.put_stream(run, _reporting(items, js, progress), chunk_size=chunk_size)
+        cut = compression_cut(text)
+        if cut and not report.skipped:  # cut between two entries: what followed is lost, unseen
+            report.skip(f"{cut}; the entries after it are missing")
+    if not space.params and seen:  # the space description gets the values the entries hold
+        space.params = {n: sorted(v, key=lambda x: (str(type(x)), x)) for n, v in seen.items()}
+        space.register(store, name)
+    return report
+
+
+def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: ImportReport) -> Iterator[Result]:
+    allowed = space.params or None
+    dropped: set[str] = set()
+    js.expect("{")
+    try:
+        while js.peek() not in ("}", ""):  # "": an open cache that ends after a complete entry
+            key = js.key()
+            entry = js.value()
+            try:
+                yield entry_to_result(key, entry, names, allowed, f"entry {key!r}", dropped)
+            except FormatError as exc:
+                report.skip(str(exc))
+            if not js.skip(",") and js.peek() not in ("}", ""):
+                raise FormatError(f"{report.source}: expected ',' or '}}' after entry {key!r} at character "
+                                  f"{js.offset}")
+    except Truncated as exc:
+        report.skip(f"the file ends inside an entry: an unterminated cache ({exc})")
+
+
+def _t4_items(js: JsonStream, names: list[str], scale: float, report: ImportReport) -> Iterator[Result]:
+    dropped: set[str] = set()
+    js.expect("[")
+    i = 0
+    try:
+        while js.peek() not in ("]", ""):
+            item = js.value()
+            try:
+                result = t4_result(item, scale, f"results[{i}]", dropped)
+                if names and set(result.config) != set(names):
+                    raise FormatError(f"results[{i}] configuration has parameters {list(result.config)}, "
+                                      f"expected {names}")
+                if names:
+                    result.config = {n: result.config[n] for n in names}
+                yield result
+            except FormatError as exc:
+                report.skip(str(exc))
+            i += 1
+            if not js.skip(",") and js.peek() not in ("]", ""):
+                raise FormatError(f"{report.source}: expected ',' or ']' after results[{i - 1}]")
+    except Truncated as exc:
+        report.skip(f"the file ends inside a result ({exc})")
+
+
+def _noting_values(items: Iterator[Result], seen: dict[str, dict[Any, None]]) -> Iterator[Result]:
+    for result in items:
+        for n, v in result.config.items():
+            if isinstance(v, int | float | str | bool) or v is None:
+                seen.setdefault(n, {})[v] = None
+        yield result
+
+
+def _reporting(items: Iterator[Result], js: JsonStream, progress: Progress | None) -> Iterator[Result]:
+    if progress is None:
+        yield from items
+        return
+    for n, result in enumerate(items, 1):
+        if n % 10_000 == 0:
+            progress(js.offset)
+        yield result
+    progress(js.offset)
+
+
+# ---------------------------------------------------------------------------------------------- CSV
+def _cell(text: str) -> Any:
+    """A CSV cell as the value it spells: int, float, bool, else the text."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return {"True": True, "False": False}.get(text, text)
+
+
+def _csv_result(row: dict[str, str], names: list[str], where: str) -> Result:
+    try:
+        status = Status(row.get("status") or "ok")
+    except ValueError:
+        raise FormatError(f"{where}: status {row.get('status')!r} is not one of {[str(s) for s in Status]}") from None
+    try:
+        time_ms = float(row["time_ms"]) if row.get("time_ms") else math.inf
+        samples = [float(s) for s in (row.get("samples") or "").split()]
+        extra = {c: float(row[c]) for c in ("compile_ms", "verify_ms", "benchmark_ms", "timestamp") if row.get(c)}
+    except ValueError as exc:
+        raise FormatError(f"{where}: {exc}") from None
+    if status == Status.OK and not math.isfinite(time_ms):
+        raise FormatError(f"{where}: status ok without a time")
+    return Result(config={n: _cell(row[n]) for n in names}, status=status,
+                  time_ms=time_ms if status == Status.OK else math.inf, samples=samples,
+                  error=row.get("error") or "", **extra)
+
+
+def _import_csv(store: BaseStore, path: Path, name: str | None, chunk_size: int,
+                progress: Progress | None) -> ImportReport:
+    source = str(path)
+    report = ImportReport(source, "CSV", kernel_name=name or path.stem, device_name="unknown")
+    with open_text(path) as text:
+        reader = csv.DictReader(text)
+        columns = list(reader.fieldnames or [])
+        names = [c for c in columns if c not in CSV_RESULT_COLUMNS]
+        if "time_ms" not in columns or not names:
+            raise FormatError(f"{source}: not a results file (a CSV needs a 'time_ms' column and parameter "
+                              "columns; a JSON file starts with '{')")
+        space = RecordedSpace(device_name="unknown", kernel_name=report.kernel_name, problem_size=None,
+                              params={}, results=[], meta={"format": "csv", "source": source})
+        seen: dict[str, dict[Any, None]] = {}
+        run = space.register(store, report.kernel_name)
+        report.runs.append(run)
+
+        def results() -> Iterator[Result]:
+            for line, row in enumerate(reader, 2):
+                if None in row or any(v is None for v in row.values()):
+                    report.skip(f"line {line}: {len(columns)} columns expected")
+                    continue
+                try:
+                    yield _csv_result(row, names, f"line {line}")
+                except FormatError as exc:
+                    report.skip(str(exc))
+                if progress is not None and line % 10_000 == 0:
+                    progress(line)
+
+        try:
+            report.written = store.put_stream(run, _noting_values(results(), seen), chunk_size=chunk_size)
+        except csv.Error as exc:
+            raise FormatError(f"{source}: malformed CSV at line {reader.line_num}: {exc}") from exc
+    space.params = {n: sorted(seen.get(n, {}), key=lambda x: (str(type(x)), x)) for n in names}
+    space.register(store, report.kernel_name)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------- database
+def _import_store(store: BaseStore, path: Path, chunk_size: int) -> ImportReport:
+    """Every run of another adaptune database, streamed run by run."""
+    report = ImportReport(str(path), "adaptune database")
+    with Store(path) as other:
+        devices = {d.id: d.info for d in other.devices()}
+        for summary in other.runs():
+            d, p, i = summary.run
+            problem = other.problem_info(p)
+            inp = next(x for x in other.inputs(p) if x.id == i)
+            run = store.run(devices[d], problem.name, problem.source_hash, inp.name, space_desc=problem.space,
+                            features=inp.features)
+            report.runs.append(run)
+            report.written += store.put_stream(run, (s.result for s in other.iter_results(p, d, i)),
+                                               chunk_size=chunk_size)
+    return report

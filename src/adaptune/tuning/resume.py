@@ -1,0 +1,44 @@
+"""What a tuning run already measured, looked up in the store a batch of configurations at a time.
+
+A resumed run asks its strategy as usual and, before measuring, asks the store which of the configurations
+it is about to visit are stored: one indexed query per batch (``BaseStore.get_many``), so resuming a run of
+ten million stored configurations costs what it visits, never a load of the whole run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from adaptune.records import Result
+from adaptune.store.base import BaseStore, RunKey
+from adaptune.store.codec import config_key
+
+
+class StoredLookup:
+    """Stored results of one run by configuration, fetched on demand and remembered (found or not)."""
+
+    def __init__(self, store: BaseStore, run: tuple[int, int, int], space: Any) -> None:
+        self.store, self.run, self.space = store, RunKey(*run), space
+        self._known: dict[str, Result | None] = {}  # space key -> stored result (None: not stored)
+
+    def lookup(self, configs: Iterable[Mapping[str, Any]]) -> None:
+        """Fetch the stored results of these configurations in one query (those not looked up yet)."""
+        wanted = {self.space.key(c): c for c in configs}
+        wanted = {k: c for k, c in wanted.items() if k not in self._known}
+        if not wanted:
+            return
+        found = self.store.get_many(*self.run, wanted.values())
+        for key, config in wanted.items():
+            self._known[key] = found.get(config_key(config))
+
+    def get(self, config: Mapping[str, Any]) -> Result | None:
+        """The stored result of ``config``, or None (looked up alone if no batch covered it)."""
+        key = self.space.key(config)
+        if key not in self._known:
+            self.lookup([config])
+        return self._known[key]
+
+    def add(self, config: Mapping[str, Any], result: Result) -> None:
+        """Remember a result just measured (and stored by the caller)."""
+        self._known[self.space.key(config)] = result

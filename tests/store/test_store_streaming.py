@@ -1,0 +1,206 @@
+"""Streaming import and export: Kernel Tuner caches in every form, T4, CSV and databases, on real files, a real
+killed import process, and SQLite and PostgreSQL (whose bulk path is COPY)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from adaptune.store import FormatError, Store, load_kt_cache
+from adaptune.store.exporter import export_run
+from adaptune.store.importer import import_file
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "kernel_tuner_tests"
+VECTOR_ADD = DATA / "test_cache_file.json"
+NAMES = [f"p{j}" for j in range(4)]
+
+
+def cache_lines(n: int, failures_every: int = 7) -> tuple[str, list[str]]:
+    """Kernel Tuner's own layout (header, one entry a line with a comma): what it writes while tuning."""
+    values = {name: list(range(0, 20 * 16, 16)) for name in NAMES}  # 20^4 distinct configurations
+    header = {"device_name": "Synthetic GPU", "kernel_name": "synthetic", "problem_size": [4096, 4096],
+              "tune_params_keys": NAMES, "tune_params": values, "objective": "time", "cache": {}}
+    lines = []
+    for i in range(n):
+        config = {name: (i // 20 ** j) % 20 * 16 for j, name in enumerate(NAMES)}
+        entry = {**config, "time": "CompilationFailedConfig" if i % failures_every == 3 else 1.0 + (i * 7919) % 1000,
+                 "times": [1.0, 1.1], "compile_time": 50.0, "timestamp": "2024-01-02 03:04:05.000000+00:00"}
+        lines.append("\n" + json.dumps({",".join(str(v) for v in config.values()): entry})[1:-1] + ",")
+    return json.dumps(header, indent="")[:-3], lines
+
+
+def closed(header: str, lines: list[str]) -> str:
+    return header + "".join(lines)[:-1] + "}\n}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    target = request.getfixturevalue("pg_url") if request.param == "postgresql" else tmp_path / "s.db"
+    with Store(target) as s:
+        yield s
+
+
+def test_every_cache_form_imports_every_entry(store, tmp_path):
+    header, lines = cache_lines(500)
+    plain, packed, open_form = tmp_path / "c.json", tmp_path / "c.json.gz", tmp_path / "open.json"
+    plain.write_text(closed(header, lines))
+    packed.write_bytes(gzip.compress(closed(header, lines).encode()))
+    open_form.write_text(header + "".join(lines))  # a tuning run killed between two entries
+    expected = {(r.status, r.time_ms) for r in load_kt_cache(plain).results}
+    for path in (plain, packed, open_form):
+        report = import_file(store, path, chunk_size=64)
+        assert (report.written, report.skipped) == (500, 0), report.summary()
+        failures = len(range(3, 500, 7))  # cache_lines fails every 7th entry from the 4th
+        assert store.count() == 500 and store.status_counts() == {"ok": 500 - failures, "compile_error": failures}
+    run = report.runs[0]
+    assert {(r.status, r.time_ms) for r in store.results(*[run.problem_id, run.device_id, run.input_id])} == expected
+    assert store.problem_info(run.problem_id).space["params"]["p0"] == list(range(0, 320, 16))
+    assert [i.name for i in store.inputs(run.problem_id)] == ["4096x4096"]
+
+
+def test_truncated_caches_import_every_complete_entry_and_say_what_was_skipped(tmp_path):
+    header, lines = cache_lines(300)
+    cut = tmp_path / "cut.json"
+    cut.write_text(header + "".join(lines[:200]) + lines[200][:40])  # killed while writing entry 200
+    text = closed(header, lines).encode()
+    cut_gz = tmp_path / "cut.json.gz"
+    cut_gz.write_bytes(gzip.compress(text)[: len(gzip.compress(text)) * 2 // 3])  # a download cut short
+    with Store(tmp_path / "t.db") as store:
+        report = import_file(store, cut)
+        assert (report.written, report.skipped) == (200, 1)
+        assert "skipped 1 entry" in report.summary() and "unterminated" in report.summary()
+        gz_report = import_file(store, cut_gz)
+        assert gz_report.skipped == 1 and 0 < gz_report.written < 300 and store.count() == max(200, gz_report.written)
+        assert "end-of-stream marker" in gz_report.reasons[0]
+
+
+def test_bad_entries_are_skipped_and_counted_but_garbage_in_the_middle_is_an_error(tmp_path):
+    header, lines = cache_lines(20)
+    bad_value = lines[:5] + ['\n"0,0,0,0": {"p0": 0, "p1": 0, "p2": 0, "p3": 0, "time": [1]},'] + lines[5:]
+    path = tmp_path / "bad.json"
+    path.write_text(closed(header, bad_value))
+    with Store(tmp_path / "b.db") as store:
+        report = import_file(store, path)
+        assert (report.written, report.skipped) == (20, 1) and "'time' must be a number" in report.reasons[0]
+        garbage = tmp_path / "garbage.json"
+        garbage.write_text(header + "".join(lines[:3]) + '\n"x": {"p0": oops},' + "".join(lines[4:]))
+        with pytest.raises(FormatError, match=r"garbage\.json: invalid JSON"):
+            import_file(store, garbage)
+
+
+def test_header_after_the_cache_is_read_in_a_second_pass(tmp_path):
+    raw = json.loads(VECTOR_ADD.read_text())
+    reordered = {"cache": raw.pop("cache"), **raw}  # another tool's writer put the entries first
+    path = tmp_path / "reordered.json"
+    path.write_text(json.dumps(reordered, indent=2))
+    with Store(tmp_path / "r.db") as store:
+        assert import_file(store, path).written == 15
+
+
+@pytest.mark.parametrize("fmt", ["kt", "t4", "csv"])
+def test_export_then_import_round_trips(store, tmp_path, fmt):
+    report = import_file(store, VECTOR_ADD)
+    target = tmp_path / f"out.{fmt}.gz"
+    assert export_run(store, report.runs[0], target, fmt) == 15
+    with Store(tmp_path / "back.db") as back:
+        again = import_file(back, target, name="vector_add")
+        assert (again.written, again.skipped) == (15, 0)
+        original = {r.config["block_size_x"]: (r.status, r.time_ms, r.samples) for r in store.results()}
+        assert {r.config["block_size_x"]: (r.status, r.time_ms, r.samples) for r in back.results()} == original
+
+
+def test_csv_rows_that_do_not_read_are_skipped(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("bs,status,time_ms\n32,ok,1.5\n64,ok,not-a-number\n128,bogus,2\n256,timeout,\n512,ok\n")
+    with Store(tmp_path / "c.db") as store:
+        report = import_file(store, path)
+        assert (report.written, report.skipped) == (2, 3) and store.status_counts() == {"ok": 1, "timeout": 1}
+        (problem,) = store.problems()
+        assert store.problem_info(problem.id).space["params"] == {"bs": [32, 256]}
+
+
+def test_another_adaptune_database_imports_run_by_run(tmp_path):
+    with Store(tmp_path / "a.db") as a:
+        import_file(a, VECTOR_ADD)
+        import_file(a, DATA / "test_cache_time_energy.json")
+    with Store(tmp_path / "b.db") as b:
+        report = import_file(b, tmp_path / "a.db")
+        assert report.written == 30 and len(report.runs) == 2 and b.count() == 30
+
+
+def adaptune(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "adaptune", *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.slow
+def test_killed_import_leaves_a_consistent_store_and_the_rerun_completes_it(tmp_path):
+    n = 50_000
+    header, lines = cache_lines(n)
+    cache = tmp_path / "big.json"
+    cache.write_text(closed(header, lines))
+    db = tmp_path / "k.db"
+    proc = subprocess.Popen([sys.executable, "-m", "adaptune", "import", str(cache), "--db", str(db), "--quiet",
+                             "--chunk-size", "500"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        rows = 0
+        deadline = time.monotonic() + 120
+        while rows < 1000 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            if db.exists():
+                try:
+                    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as raw:
+                        rows = raw.execute("SELECT count(*) FROM measurements").fetchone()[0]
+                except sqlite3.OperationalError:  # the schema is being created
+                    rows = 0
+        assert proc.poll() is None, "the import finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    with Store(db) as store:
+        assert store.integrity_check() == "ok"
+        kept = store.count()
+        assert 1000 <= kept < n and kept % 500 == 0  # whole chunks only
+        assert sum(1 for _ in store.iter_results()) == kept  # the counts agree with the rows
+    out = adaptune("import", str(cache), "--db", str(db))
+    assert out.returncode == 0 and f"imported {n} measurements" in out.stdout, out.stderr
+    again = adaptune("import", str(cache), "--db", str(db))  # idempotent: 50,000 stays 50,000
+    assert again.returncode == 0
+    with Store(db) as store:
+        assert store.count() == n == sum(1 for _ in store.iter_results())
+        assert store.status_counts() == {"ok": n - len(range(3, n, 7)), "compile_error": len(range(3, n, 7))}
+
+
+def test_cli_reports_truncation_and_refuses_foreign_or_corrupt_databases_in_one_line(tmp_path):
+    header, lines = cache_lines(30)
+    cut = tmp_path / "cut.json"
+    cut.write_text(header + "".join(lines[:25]) + lines[25][:30])
+    out = adaptune("import", str(cut), "--db", str(tmp_path / "ok.db"))
+    assert out.returncode == 0 and "imported 25 measurements" in out.stdout and "skipped 1 entry" in out.stdout
+    foreign = tmp_path / "shop.db"
+    with sqlite3.connect(foreign) as raw:
+        raw.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"SQLite format 3\x00" + os.urandom(4000))
+    for db, cause in ((foreign, "not an adaptune database"), (corrupt, "not a database")):
+        for command in (("import", str(cut), "--db", str(db)), ("show", "--db", str(db)),
+                        ("export", "--db", str(db), "--problem", "x", "-o", str(tmp_path / "o.json"))):
+            result = adaptune(*command)
+            assert result.returncode == 2, result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+            assert str(db) in result.stderr and cause in result.stderr and "Traceback" not in result.stderr
