@@ -4,7 +4,7 @@ Builds a SQLite store (in ``--out``) with one large run of ``--rows`` measuremen
 space (3 % failures with error text) beside a few small runs, then times, through the dashboard's own
 code (the queries it sends through the store interface, and the plotly figures and grid rows it
 builds from the answers), what each page needs: the front page's runs table, the run page (header,
-trajectories, histogram, parameter views of the fastest 2,000), the first block of the configuration
+trajectories, histogram, parameter views of the fastest 1,000), the first block of the configuration
 table sorted by time, sorted by a parameter and filtered by status, the comparison page and the live
 poll. Target: every page of the large run under one second (p50) on this 2-core host.
 

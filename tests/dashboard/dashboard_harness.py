@@ -14,6 +14,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from PIL import Image
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -103,8 +105,11 @@ class Server:
 
 
 def screenshot(pg, name: str) -> None:
-    """Save the page under $ADAPTUNE_SCREENSHOTS (how docs/dashboard/ is made); nothing otherwise."""
+    """Save the page under $ADAPTUNE_SCREENSHOTS (how docs/dashboard/ is made; 256 colours keep the files
+    small); nothing otherwise."""
     folder = os.environ.get("ADAPTUNE_SCREENSHOTS")
     if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        pg.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+        path = Path(folder) / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(path), full_page=True)
+        Image.open(path).convert("RGB").quantize(256).save(path, optimize=True)

@@ -16,9 +16,19 @@ from plotly.subplots import make_subplots
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
           "#bcbd22", "#17becf")
+LOG_SPAN = 20.0
 CATEGORIES = 16
 """A parameter with at most this many distinct values is drawn as evenly spaced categories."""
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
+
+
+def time_axis(values: Sequence[float]) -> str:
+    """Log scale where times span more than ``LOG_SPAN``x, linear otherwise (plotly's log ticks inside one
+    decade read as bare digits)."""
+    finite_values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not finite_values:
+        return "linear"
+    return "log" if max(finite_values) / min(finite_values) > LOG_SPAN else "linear"
 
 
 def text(value: Any) -> str:
@@ -57,7 +67,8 @@ def best_so_far(curves: Mapping[str, Sequence[Mapping[str, Any]]], *, x: str, ti
                                  line_color=COLORS[i % len(COLORS)],
                                  hovertemplate=f"{x}: %{{x:.4g}}<br>best: %{{y:.4g}} ms<extra></extra>"))
     fig.update_xaxes(title=("evaluation" if x == "evaluation" else "wall time since start (s)"))
-    fig.update_yaxes(title="best time so far (ms)", type="log")
+    fig.update_yaxes(title="best time so far (ms)",
+                     type=time_axis([p["best_ms"] for points in curves.values() for p in points]))
     out = _base(fig, title, height=height + (24 * len(curves) if len(curves) > 1 else 0))
     out.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0})
     if len(curves) > 1:
@@ -82,7 +93,7 @@ def spread(bins: Sequence[Mapping[str, Any]], failures: Mapping[str, int], *, ti
                              customdata=[[b["lo_ms"], b["hi_ms"]] for b in bins],
                              hovertemplate="%{customdata[0]:.4g}–%{customdata[1]:.4g} ms: %{y}<extra></extra>"),
                       row=1, col=1)
-        fig.update_xaxes(type="log", title="time (ms)", row=1, col=1)
+        fig.update_xaxes(type=time_axis([bins[0]["lo_ms"], bins[-1]["hi_ms"]]), title="time (ms)", row=1, col=1)
         fig.update_yaxes(title="configurations", row=1, col=1)
     if failures:
         kinds = sorted(failures)
@@ -142,7 +153,7 @@ def time_per_parameter(rows: Sequence[Mapping[str, Any]], params: Sequence[str],
                                  hovertemplate=f"{text(p)}=%{{x}}<br>%{{y:.4g}} ms<extra></extra>"),
                       row=row, col=col)
         fig.update_xaxes(row=row, col=col, **({"tickmode": "array", **ticks} if ticks else {}))
-        fig.update_yaxes(type="log", row=row, col=col, showticklabels=col == 1)
+        fig.update_yaxes(type=time_axis(times), row=row, col=col, showticklabels=col == 1)
     fig.update_yaxes(title="time (ms)", col=1)
     return _base(fig, title, height=230 * nrows + 70)
 

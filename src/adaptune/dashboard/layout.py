@@ -33,7 +33,7 @@ RUN_COLUMNS = [
 ]
 
 
-def shell(store_label: str) -> html.Div:
+def shell(store_label: str, refresh_ms: int = 2000) -> html.Div:
     """What every page shares: header with navigation, the page body, the live-update timer."""
     return html.Div([
         dcc.Location(id="url"),
@@ -44,7 +44,7 @@ def shell(store_label: str) -> html.Div:
             html.Span(id="live", className="live"),
         ], className="topbar"),
         html.Main(id="page"),
-        dcc.Interval(id="tick", interval=2000),
+        dcc.Interval(id="tick", interval=refresh_ms),
         dcc.Store(id="version"),
     ])
 

@@ -17,7 +17,7 @@ from adaptune.adaptive.objectives import metrics, pareto
 from adaptune.records import Status
 from adaptune.store.base import PAGE_COLUMNS, BaseStore, RunKey, StoredResult
 
-SAMPLE = 2000
+SAMPLE = 1000
 """Configurations the parameter views and the energy front plot at most (the fastest ones)."""
 PARAM_PREFIX = "p:"
 """Table columns of parameters: a prefix AG Grid does not read as a path (it reads dots as nesting)."""

@@ -93,8 +93,7 @@ def create_app(target: str, *, models: Sequence[str | Path] = (), refresh_ms: in
             model_errors.append(str(exc))
     app = Dash(__name__, assets_folder=str(ASSETS), title="adaptune dashboard", update_title=None,
                suppress_callback_exceptions=True, serve_locally=True)
-    app.layout = L.shell(_label(str(target)))
-    app.layout.children[-2].interval = refresh_ms  # the dcc.Interval
+    app.layout = L.shell(_label(str(target)), refresh_ms)
     _register(app, source, loaded, model_errors)
     return app
 
@@ -114,15 +113,15 @@ def _guard(source: StoreSource, fallback: Callable[[str], Any]) -> Callable[[Cal
 
 
 def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], model_errors: list[str]) -> None:
-    @app.callback(Output("version", "data"), Output("live", "children"), Input("tick", "n_intervals"),
-                  State("version", "data"))
-    def poll(_n: int | None, seen: int | None) -> tuple[Any, str]:
+    @app.callback(Output("version", "data"), Output("live", "children"), Output("live", "className"),
+                  Input("tick", "n_intervals"), State("version", "data"))
+    def poll(_n: int | None, seen: int | None) -> tuple[Any, str, str]:
         try:
             latest = source.queries().version()
         except READ_ERRORS:
             source.reset()
-            return no_update, "store unreadable"
-        return (no_update if latest == seen else latest), f"live · newest row {latest}"
+            return no_update, "store unreadable", "live down"
+        return (no_update if latest == seen else latest), f"live · newest row {latest}", "live"
 
     @app.callback(Output("page", "children"), Input("url", "pathname"))
     def route(path: str | None) -> Any:
