@@ -24,6 +24,7 @@ SMOKE = {
     "thresholds": (["benchmarks.thresholds.plot"], "thresholds.md"),
     "transfer": (["benchmarks.transfer.search", "--profile", "smoke"], "transfer_search.json"),
     "gpu_suite": (["benchmarks.gpu_suite.reanalysis", "--no-timing"], "gpu_suite_h100_reanalysis.json"),
+    "dashboard_scale": (["benchmarks.dashboard_scale.run", "--profile", "smoke"], "dashboard_scale_10000.json"),
 }
 
 
