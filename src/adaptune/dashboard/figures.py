@@ -69,10 +69,10 @@ def best_so_far(curves: Mapping[str, Sequence[Mapping[str, Any]]], *, x: str, ti
     fig.update_xaxes(title=("evaluation" if x == "evaluation" else "wall time since start (s)"))
     fig.update_yaxes(title="best time so far (ms)",
                      type=time_axis([p["best_ms"] for points in curves.values() for p in points]))
-    out = _base(fig, title, height=height + (24 * len(curves) if len(curves) > 1 else 0))
-    out.update_layout(legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0})
-    if len(curves) > 1:
-        out.update_layout(margin={"b": 60 + 24 * len(curves)})
+    out = _base(fig, title, height=height)
+    # curves fall from the left: the top right corner is free for the legend
+    out.update_layout(legend={"x": 0.99, "xanchor": "right", "y": 0.99, "yanchor": "top",
+                              "bgcolor": "rgba(255,255,255,0.85)", "bordercolor": "#e1e4ea", "borderwidth": 1})
     return out
 
 
