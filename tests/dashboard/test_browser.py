@@ -273,3 +273,13 @@ def test_one_problem_across_devices(tmp_path, serve, page):
     assert dict(zip(devices["x"], devices["y"], strict=True)) == pytest.approx(best)
     assert len(best) == 2 and len(plot_data(page, "fig-compare-evals")) == 2
     screenshot(page, "compare")
+
+
+def test_a_postgresql_store_is_served_live(tmp_path, pg_url, serve, page):
+    """The team store: a tuning run writing to PostgreSQL while the page is open appears on it."""
+    server = serve(pg_url)
+    page.goto(server.url + "/")
+    page.wait_for_selector("#runs-grid")
+    tune(write_spec(tmp_path, "pg", name="on_postgres", n=30_000), pg_url)
+    text = grid_text(page, "runs-grid", "on_postgres", timeout=60_000)
+    assert "compile_error" in text and not page.errors

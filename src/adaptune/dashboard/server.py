@@ -313,4 +313,4 @@ RUN_PARTS = (run_header, run_trajectory, run_spread, run_parameters)
 def serve(target: str, *, host: str = "127.0.0.1", port: int = 8080, models: Sequence[str | Path] = ()) -> None:
     """Serve the dashboard until interrupted (Flask's threaded server: a local tool, not a public site)."""
     app = create_app(target, models=models)
-    dash.Dash.run(app, host=host, port=port, debug=False)
+    app.run(host=host, port=port, debug=False)
