@@ -22,6 +22,8 @@ _LAZY: dict[str, str] = {
     "MEMORY": "adaptune.store.db", "Store": "adaptune.store.db", "open_store": "adaptune.store.db",
     "FormatError": "adaptune.store.errors", "StoreError": "adaptune.store.errors",
     "load_recorded": "adaptune.store.formats", "write_recorded": "adaptune.store.formats",
+    "ImportReport": "adaptune.store.importer", "import_file": "adaptune.store.importer",
+    "export_run": "adaptune.store.exporter",
     "load_kt_cache": "adaptune.store.kt_cache", "parse_kt_cache": "adaptune.store.kt_cache",
     "write_kt_cache": "adaptune.store.kt_cache",
     "RecordedSpace": "adaptune.store.recorded",

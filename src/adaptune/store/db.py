@@ -356,8 +356,10 @@ class Store(BaseStore):
             rows += self.db.rows(sa.select(M).where(*base, M.c.time_ms.is_not(None))
                                  .order_by(key, M.c.id).offset(offset).limit(limit))
         if offset + limit > n_ok and n_failed:
-            rows += self.db.rows(sa.select(M).where(*base, M.c.time_ms.is_(None)).order_by(M.c.id)
-                                 .offset(max(0, offset - n_ok)).limit(limit - len(rows)))
+            failures = (sa.select(M).where(*base, M.c.time_ms.is_(None)).order_by(M.c.id)
+                        .offset(max(0, offset - n_ok)).limit(limit - len(rows)))
+            # SQLite ties this with ix_m_run (same columns, no statistics); the partial index is the dense one
+            rows += self.db.rows(failures.with_hint(M, "INDEXED BY ix_m_failed_run", "sqlite"))
         return Page([decode_stored(r) for r in rows], n_ok + n_failed, offset, limit)
 
     def _sort_keys(self, order_by: str) -> list[Any]:

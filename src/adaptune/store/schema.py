@@ -80,6 +80,10 @@ _SUCCEEDED = measurements.c.time_ms.is_not(None)  # a time is stored for success
 # of a problem (or a problem on a device), a merge of its runs' scans
 sa.Index("ix_m_ok_run", measurements.c.problem_id, measurements.c.device_id, measurements.c.input_id,
          measurements.c.time_ms, sqlite_where=_SUCCEEDED, postgresql_where=_SUCCEEDED)
+_FAILED = measurements.c.time_ms.is_(None)
+# a run's failures in order of arrival (the pages after its successes): small, as failures are few
+sa.Index("ix_m_failed_run", measurements.c.problem_id, measurements.c.device_id, measurements.c.input_id,
+         measurements.c.id, sqlite_where=_FAILED, postgresql_where=_FAILED)
 
 run_counts = sa.Table(
     "run_counts",
