@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import dash
 import sqlalchemy as sa
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
