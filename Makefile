@@ -4,12 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv opencl clean
+.PHONY: demo test lint venv opencl chromium clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[opencl,dev,distributed,triton]"
+	$(BIN)/python -m pip install -q -e ".[opencl,dev,distributed,triton,dashboard]"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -21,7 +21,13 @@ opencl: $(STAMP)
 demo: opencl
 	$(BIN)/python -m adaptune.demo
 
-test: opencl
+# Debian's Chromium for the dashboard's browser tests (Playwright's own browser download needs the internet)
+chromium:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		{ echo "the dashboard tests need Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; }
+
+test: opencl chromium
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/python -m pytest -q tests
 

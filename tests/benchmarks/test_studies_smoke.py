@@ -28,6 +28,7 @@ SMOKE = {
     # running the examples needs a Kernel Tuner checkout (network): the smoke re-summarises the committed run
     "kt_examples": (["benchmarks.kt_examples.run", "--merge", "benchmarks/kt_examples/results/kt_examples.json"],
                     "kt_examples.json"),
+    "dashboard_scale": (["benchmarks.dashboard_scale.run", "--profile", "smoke"], "dashboard_scale_10000.json"),
 }
 
 

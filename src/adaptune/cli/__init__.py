@@ -10,7 +10,7 @@ from adaptune.backends.base import BackendError
 from adaptune.store.errors import StoreError
 
 COMMAND_GROUPS = ("adaptune.cli.core", "adaptune.cli.search", "adaptune.cli.adaptive")
-COMMAND_GROUPS += ("adaptune.cli.thresholds", "adaptune.cli.triton")
+COMMAND_GROUPS += ("adaptune.cli.thresholds", "adaptune.cli.triton", "adaptune.cli.dashboard")
 
 
 def build_parser() -> argparse.ArgumentParser:
