@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test lint venv opencl clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,10 +14,14 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-demo: $(STAMP)
+# An OpenCL device that can compile kernels (installs Debian's PoCL when root; scripts/ensure_opencl.sh says why).
+opencl: $(STAMP)
+	@bash scripts/ensure_opencl.sh $(BIN)/adaptune
+
+demo: opencl
 	$(BIN)/python -m adaptune.demo
 
-test: $(STAMP)
+test: opencl
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/python -m pytest -q tests
 

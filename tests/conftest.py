@@ -6,6 +6,21 @@ import os
 
 import pytest
 
+from adaptune.backends.opencl import NoUsableDeviceError, select_device
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop at once, failing, when no OpenCL device here can compile: a broken set-up, never a pass, and one
+    message instead of hundreds of identical build errors (issue 28)."""
+    try:
+        import pyopencl  # noqa: F401
+    except ImportError:
+        return  # the suite's OpenCL tests skip themselves without PyOpenCL
+    try:
+        select_device(None)
+    except NoUsableDeviceError as exc:
+        pytest.exit(f"adaptune tests: {exc}", returncode=3)
+
 
 @pytest.fixture(scope="module")
 def lang_runtime():

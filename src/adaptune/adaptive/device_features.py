@@ -164,7 +164,7 @@ def cached_bandwidth(key: str, measure: Any, cache: str | Path | None = None) ->
     return known[key]
 
 
-def copy_bandwidth_gbs(backend: str = "opencl", device: int | str = 0, nbytes: int = 64 << 20,
+def copy_bandwidth_gbs(backend: str = "opencl", device: int | str | None = None, nbytes: int = 64 << 20,
                        repeats: int = 5) -> float:
     """Device-to-device copy bandwidth in GB/s, bytes read plus written (median of ``repeats``), through
     the backend's own runtime; pass the result to ``features_from_info(..., bandwidth_gbs=)``, or measure

@@ -25,8 +25,9 @@ from adaptune.records import DeviceInfo
 BACKENDS = ("opencl", "cuda", "python")
 
 
-def make_backend(name: str, device: Any = 0, cache_dir: str | None = None) -> Any:
-    """A backend instance by name; unknown names give one clear error."""
+def make_backend(name: str, device: Any = None, cache_dir: str | None = None) -> Any:
+    """A backend instance by name; unknown names give one clear error. ``device=None``: the backend's own
+    choice (OpenCL: the preferred device that can build; CUDA: device 0)."""
     if name == "opencl":
         from adaptune.backends.opencl import OpenCLBackend
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adaptune.backends.base import CompileError
+from adaptune.backends.opencl import _BUILD_LOCK, _build_log, _cl, opencl_device_key, opencl_devices
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,7 @@ def _nvrtc_cubin(target: str, source: str, expr: str, options: tuple[str, ...]) 
 
 
 def _opencl_binary(target: str, source: str, expr: str, options: tuple[str, ...]) -> KernelBinary:
-    import pyopencl as cl
-
-    from adaptune.backends.opencl import _BUILD_LOCK, _build_log, opencl_devices
-
+    cl = _cl()
     found = [d for p, d in opencl_devices() if opencl_device_key(p, d) == target]
     if not found:
         raise CompileError(f"no OpenCL device here is {target!r} (an OpenCL binary is device code)")
@@ -94,8 +92,3 @@ def binary_target_of(info: Any) -> str | None:
     if info.platform.startswith("opencl:"):
         return f"{info.platform.split(':', 1)[1]}|{info.name}|{info.driver}"
     return None
-
-
-def opencl_device_key(platform: Any, device: Any) -> str:
-    """What an OpenCL binary is valid for: platform, device name and driver version."""
-    return f"{platform.name.strip()}|{device.name.strip()}|{device.driver_version.strip()}"

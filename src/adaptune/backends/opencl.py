@@ -6,6 +6,7 @@ Binaries are cached in memory by :class:`Backend` and on disk by PyOpenCL's own 
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
 from collections.abc import Sequence
@@ -29,8 +30,27 @@ def _cl() -> Any:
     return cl
 
 
+_PROBE_SOURCE = "__kernel void adaptune_probe(__global int *a) { a[get_global_id(0)] = 7; }"
+_POCL_VERSION = re.compile(r"PoCL (\d+)\.(\d+)")
+#: What to do when no OpenCL device can build: the cause is nearly always an OpenCL compiler older than the CPU
+#: (PyPI's PoCL 3.0 ships LLVM 14, which does not know AMD's family 26 or newer CPUs).
+NO_DEVICE_FIX = ("install an OpenCL driver whose compiler knows this CPU, e.g. Debian's PoCL "
+                 "(as root: apt-get update && apt-get install -y pocl-opencl-icd), then run `adaptune devices`")
+
+
+class NoUsableDeviceError(BackendError):
+    """No OpenCL device here can build a kernel: one message naming each device, its cause and the fix."""
+
+
+def _pocl_version(platform: Any) -> tuple[int, int]:
+    """(major, minor) of a PoCL platform, (0, 0) for any other driver."""
+    match = _POCL_VERSION.search(f"{platform.version} {platform.name}")
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+
+
 def opencl_devices() -> list[tuple[Any, Any]]:
-    """All (platform, device) pairs, GPUs first, then the rest, each group in platform order."""
+    """All (platform, device) pairs in preference order: GPUs first, then the rest, the newest PoCL first
+    among those (a newer PoCL carries a newer LLVM that knows newer CPUs), each group in platform order."""
     cl = _cl()
     try:
         platforms = cl.get_platforms()
@@ -38,19 +58,81 @@ def opencl_devices() -> list[tuple[Any, Any]]:
         platforms = []
     pairs = [(p, d) for p in platforms for d in p.get_devices()]
     gpus = [pd for pd in pairs if pd[1].type & cl.device_type.GPU]
-    return gpus + [pd for pd in pairs if not pd[1].type & cl.device_type.GPU]
+    rest = [pd for pd in pairs if not pd[1].type & cl.device_type.GPU]
+    return gpus + sorted(rest, key=lambda pd: _pocl_version(pd[0]), reverse=True)  # sorted() is stable
 
 
-def select_device(device: int | str | tuple[int, int] | None = 0) -> tuple[Any, Any]:
-    """Pick a device: index into :func:`opencl_devices` (0 = first GPU, else first device),
-    a case-insensitive substring of "platform device" names, or (platform index, device index)."""
+def opencl_device_key(platform: Any, device: Any) -> str:
+    """What an OpenCL binary is valid for (and what a probe result is cached under): platform, device name
+    and driver version."""
+    return f"{platform.name.strip()}|{device.name.strip()}|{device.driver_version.strip()}"
+
+
+_probe_results: dict[str, str | None] = {}
+
+
+def probe_device(platform: Any, device: Any) -> str | None:
+    """Build and run a trivial kernel on the device: None if it works, else the first line of the cause.
+
+    Probed once per process and device: a device whose compiler cannot build for this CPU (LLVM older
+    than the CPU) fails every kernel, so it is skipped rather than reported hundreds of times."""
+    key = opencl_device_key(platform, device)
+    if key not in _probe_results:
+        _probe_results[key] = _probe(device)
+    return _probe_results[key]
+
+
+def _probe(device: Any) -> str | None:
+    cl = _cl()
+    try:
+        ctx = cl.Context([device])
+        queue = cl.CommandQueue(ctx)
+        with _BUILD_LOCK, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = cl.Program(ctx, _PROBE_SOURCE).build()
+        out = np.zeros(4, np.int32)
+        buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, out.nbytes)
+        program.adaptune_probe(queue, (4,), None, buf)
+        cl.enqueue_copy(queue, out, buf, is_blocking=True)
+    except cl.Error as exc:
+        return _first_line(_build_log(str(exc)))
+    if not (out == 7).all():
+        return f"the probe kernel ran but returned {out.tolist()} instead of [7, 7, 7, 7]"
+    return None
+
+
+def _first_line(log: str) -> str:
+    """The first informative line of a build log (PoCL prefixes some with blank or 'error:'-less lines)."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "error" in ln.lower()]
+    return (errors or lines or ["build failed with an empty log"])[0]
+
+
+def device_label(platform: Any, device: Any) -> str:
+    """``"Portable Computing Language 3.0-rc2 / pthread-AMD EPYC ..."``: which driver, which device."""
+    return f"{platform.name.strip()} {device.driver_version.strip()} / {device.name.strip()}"
+
+
+def select_device(device: int | str | tuple[int, int] | None = None) -> tuple[Any, Any]:
+    """Pick a device.
+
+    ``None``: the first device in :func:`opencl_devices` order that can build a kernel (devices that
+    cannot are skipped; when none can, :class:`NoUsableDeviceError` says why and how to fix it). An explicit
+    choice is honoured as given, and a device that cannot build then fails with its own build error: an
+    index into :func:`opencl_devices` (what ``adaptune devices`` lists), a case-insensitive substring of
+    "platform device" names, or (platform index, device index)."""
     cl = _cl()
     pairs = opencl_devices()
     names = [f"{p.name.strip()} / {d.name.strip()}" for p, d in pairs]
     if not pairs:
-        raise BackendError("no OpenCL device found (install a driver or PoCL: pip install pocl-binary-distribution)")
+        raise NoUsableDeviceError(f"no OpenCL device found: {NO_DEVICE_FIX}")
     if device is None:
-        device = 0
+        problems = [(pd, probe_device(*pd)) for pd in pairs]
+        for pd, problem in problems:
+            if problem is None:
+                return pd
+        causes = "; ".join(f"{device_label(p, d)}: cannot compile: {why}" for (p, d), why in problems)
+        raise NoUsableDeviceError(f"no OpenCL device here can compile a kernel ({causes}). Fix: {NO_DEVICE_FIX}")
     if isinstance(device, str) and device.strip().isdigit():
         device = int(device)
     if isinstance(device, tuple):
@@ -74,7 +156,7 @@ class OpenCLBackend(Backend):
     name = "opencl"
     lang = "opencl"
 
-    def __init__(self, device: int | str | tuple[int, int] | None = 0, cache_dir: str | None = None) -> None:
+    def __init__(self, device: int | str | tuple[int, int] | None = None, cache_dir: str | None = None) -> None:
         super().__init__()
         cl = self._cl = _cl()
         self.platform, self.device = select_device(device)
@@ -120,8 +202,6 @@ class OpenCLBackend(Backend):
             raise CompileError(f"kernel {expr!r} not found in the program ({exc})") from None
 
     def binary_target(self) -> str | None:
-        from adaptune.backends.binary import opencl_device_key
-
         return opencl_device_key(self.platform, self.device)
 
     def _load_binary(self, binary: Any) -> Any:
@@ -195,10 +275,13 @@ def _build_log(message: str) -> str:
 
 
 def list_opencl_devices() -> list[tuple[int, DeviceInfo]]:
-    """(index, info) for every OpenCL device, in :func:`select_device` order."""
+    """(index, info) for every OpenCL device, in :func:`select_device` order; ``info.properties["state"]``
+    is ``"ok"`` or ``"cannot compile: <first line of the build log>"``."""
     cl = _cl()
     out = []
     for i, (p, d) in enumerate(opencl_devices()):
+        problem = probe_device(p, d)
         out.append((i, DeviceInfo(d.name.strip(), f"opencl:{p.name.strip()}", d.driver_version.strip(),
-                                  {"type": cl.device_type.to_string(d.type)})))
+                                  {"type": cl.device_type.to_string(d.type),
+                                   "state": "ok" if problem is None else f"cannot compile: {problem}"})))
     return out

@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from adaptune.backends.base import BackendError
+
 COMMAND_GROUPS = ("adaptune.cli.core", "adaptune.cli.search", "adaptune.cli.adaptive")
 COMMAND_GROUPS += ("adaptune.cli.thresholds",)
 
@@ -25,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
         print(f"adaptune {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BackendError as exc:  # no usable device, a missing driver: one line, not a traceback
+        print(f"adaptune {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130  # the layer that was interrupted said what was kept
 

@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-seconds", type=float)
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--backend", choices=("opencl", "cuda", "python"), default="opencl")
-    p.add_argument("--device", default="0", help="device index or name")
+    p.add_argument("--device", default=None, help="device index or name, as `adaptune devices` lists them "
+                   "(default: OpenCL: the first that can compile a kernel; CUDA: device 0)")
     p.add_argument("--db", default="adaptune.db")
     p.add_argument("--seed", type=int)
     p.add_argument("--timeout", type=float, default=10.0, help="seconds before one configuration is killed")
@@ -64,7 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(func=_export)
 
-    p = sub.add_parser("devices", help="list the devices adaptune can tune on")
+    p = sub.add_parser("devices", help="list the devices adaptune can tune on, with their state")
+    p.add_argument("--check", action="store_true",
+                   help="exit 1 with one line naming the cause and the fix when no OpenCL device can compile "
+                        "(default: off, list only)")
     p.set_defaults(func=_devices)
 
     p = sub.add_parser("plot", help="plot a stored tuning run (PNG)")
@@ -257,12 +261,15 @@ def _write_csv(path: str, recorded) -> None:
 
 def _devices(args: argparse.Namespace) -> int:
     from adaptune.backends import list_devices
+    from adaptune.backends.opencl import select_device as select_opencl_device
 
+    if args.check:
+        select_opencl_device(None)  # raises NoUsableDeviceError (one line, exit 1) when none can compile
     table = Table(title="devices")
-    for col in ("backend", "index", "name", "platform", "driver"):
+    for col in ("backend", "index", "name", "platform", "driver", "state"):
         table.add_column(col)
     for backend, index, info in list_devices():
-        table.add_row(backend, str(index), info.name, info.platform, info.driver)
+        table.add_row(backend, str(index), info.name, info.platform, info.driver, info.properties.get("state", "ok"))
     Console().print(table)
     return 0
 

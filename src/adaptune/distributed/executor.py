@@ -218,7 +218,7 @@ class RayExecutor(Executor):
     name = "ray"
 
     def __init__(self, address: str | None = None, n_workers: int | None = None, *,
-                 gpus_per_worker: float | None = None, num_cpus: int | None = None, device: int | str = 0,
+                 gpus_per_worker: float | None = None, num_cpus: int | None = None, device: int | str | None = None,
                  max_restarts: int = 4, init_options: Mapping[str, Any] | None = None,
                  devices: Sequence[int | str] | None = None, runtime_env: Mapping[str, Any] | None = None,
                  compile_workers: int = 0) -> None:

@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from adaptune.backends.opencl import select_device
+
 KERNEL_SOURCES = ("spmv_kernels.c", "histogram_kernels.c", "sort_kernels.c", "bfs_kernels.c", "proxy_kernels.c")
 
 
@@ -210,9 +212,6 @@ def _kept_launcher(dev: Any, source: str, name: str, defines: Mapping[str, Any])
 
 
 def _default_context(cl: Any) -> Any:
-    """The first OpenCL device, preferring PoCL's CPU device (what CI has)."""
-    platforms = cl.get_platforms()
-    if not platforms:
-        raise RuntimeError("no OpenCL platform found (install pyopencl[pocl])")
-    platforms = sorted(platforms, key=lambda p: "portable" not in p.name.lower())
-    return cl.Context(devices=[platforms[0].get_devices()[0]])
+    """The preferred OpenCL device that can build a kernel (``select_device``'s choice; PoCL in CI)."""
+    _, device = select_device(None)
+    return cl.Context(devices=[device])

@@ -46,7 +46,7 @@ class Measurer:
     """
 
     def __init__(self, spec: KernelSpec | CallableSpec, backend: str = "opencl",
-                 settings: MeasureSettings | None = None, device: Any = 0, *, start_timeout_s: float = 120.0) -> None:
+                 settings: MeasureSettings | None = None, device: Any = None, *, start_timeout_s: float = 120.0) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         if isinstance(spec, CallableSpec):

@@ -103,7 +103,7 @@ def tune(
     repeats: int = 7,
     warmup: int = 1,
     backend: str = "opencl",
-    device: int | str = 0,
+    device: int | str | None = None,
     db: str = "adaptune.db",
     seed: int | None = None,
     progress: bool = True,
