@@ -294,6 +294,27 @@ FEATURE_SETS = {
 
 
 PREVIOUS_ROUND = """\
+## Earlier: round 3 (runs 1-5; 2,908 kernels, 8,641 samples; scored at commit 5898184, 5 seeds)
+
+| chooser | seed's score (mean min/t) |
+|---|---|
+| always 1024 | 0.8606 |
+| random (expected) | 0.8120 |
+| CUDA occupancy API | 0.8622 |
+| most common best shape (train folds) | 0.8686 |
+| forest:size_only | 0.8741 ± 0.0009 |
+| forest:source | 0.9046 ± 0.0006 |
+| forest:source+ptx | 0.9050 ± 0.0006 |
+| forest:source+ptx+attrs | 0.9046 ± 0.0005 |
+| forest:tokens | 0.9012 ± 0.0009 |
+| forest:source+tokens | 0.9049 ± 0.0005 |
+| seq:tokens (embedding + Conv1d) | 0.8906 ± 0.0022 |
+
+Per run then (model = forest:source+ptx): run 5 (192 kernels, 571 samples) model 0.9268 ± 0.0023 on sweep 1,
+0.9245 ± 0.0022 on sweep 2; ceiling (oracle of sweep 1 on sweep 2) 0.9433, 98.0 % of it; runs 3-4 ceiling
+0.9170, model on sweep 2 0.9023 ± 0.0004 (98.4 %). Two sweeps over runs 3-5 (2,207 kernels): model trained
+and scored on the mean of both 0.9120 ± 0.0009.
+
 ## Earlier: round 2 (runs 1-4; 2,716 kernels, 8,070 samples; scored at commit 5c4404a)
 
 | chooser | seed's score (mean min/t) |
