@@ -22,28 +22,18 @@ import math
 import sys
 from pathlib import Path
 
-from scipy.stats import fisher_exact
+from scipy.stats import binomtest, fisher_exact
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from adaptune.predict import corpus, indexbound  # noqa: E402
 
-Z95 = 1.959964
-
-
-def wilson(k: int, n: int) -> tuple[float, float]:
-    """95 % Wilson score interval of a proportion k/n."""
-    if n == 0:
-        return (math.nan, math.nan)
-    p, z2 = k / n, Z95 * Z95
-    mid, half = (p + z2 / (2 * n)) / (1 + z2 / n), Z95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
-    return (mid - half, mid + half)
-
 
 def rate(k: int, n: int) -> dict:
-    lo, hi = wilson(k, n)
-    return {"k": k, "n": n, "rate": k / n if n else math.nan, "ci95": [lo, hi]}
+    """k/n with its 95 % Wilson score interval."""
+    ci = binomtest(k, n).proportion_ci(0.95, method="wilson")
+    return {"k": k, "n": n, "rate": k / n, "ci95": [float(ci.low), float(ci.high)]}
 
 
 def difference(a: dict, b: dict) -> dict:
