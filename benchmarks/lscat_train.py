@@ -2,6 +2,9 @@
 
     python benchmarks/lscat_train.py [--data data/lscat_h100] [--work data/lscat_work] [--seeds 5]
     python benchmarks/lscat_train.py --kinds seq --merge     # token-sequence model (needs torch, the corpus)
+    python benchmarks/lscat_train.py --refresh-attrs --remeasured <files>/run5b   # after a merge; + the scores
+                                                             # of kernels measured again (same samples)
+    python benchmarks/lscat_train.py --work data/lscat_work --add-work --texts <all kernels' sources>
 
 Writes benchmarks/results/lscat_h100.json (+ .md, .png). With --work it first (re)computes the kernel
 features (source + PTX) from the git-ignored working set into data/lscat_h100/features.csv.gz, which is
