@@ -1,8 +1,11 @@
 """Scores on the LS-CAT H100 table: the seed's metric for baselines and models, grouped CV over seeds.
 
-    python -m benchmarks.lscat.run [--data data/lscat_h100] [--seeds 5] [--out DIR]
+    python -m benchmarks.lscat.run [--data data/lscat_h100] [--work data/lscat_work] [--seeds 5] [--out DIR]
     python -m benchmarks.lscat.run --profile smoke          # 2 seeds, source features only (about a minute)
     python -m benchmarks.lscat.run --kinds seq --merge     # token-sequence model (needs torch, the corpus)
+    python -m benchmarks.lscat.run --refresh-attrs --remeasured <files>/run5b   # after a merge; + the scores
+                                                             # of kernels measured again (same samples)
+    python -m benchmarks.lscat.run --work data/lscat_work --add-work --texts <all kernels' sources>
 
 Writes OUT/lscat_h100.json (+ .md, .png; default OUT: out/lscat/, the table was measured on an H100); the
 committed run is benchmarks/lscat/results/. With --work it first (re)computes the kernel features
@@ -56,22 +59,36 @@ def kernel_texts(work: Path) -> dict[str, str]:
     return out
 
 
-def write_features(work: Path, kernels_csv: Path, out: Path) -> None:
-    """Source + PTX features of every working-set kernel, plus device attributes from the run."""
+def _kernel_features(item: dict, work: Path, attrs: dict[str, dict[str, str]]) -> dict:
+    """Source, PTX (when the working set has it) and device-attribute features of one working-set kernel."""
+    f = {"kernel": item["id"], "repo": item["repo"]}
+    f.update(features.source_features(item["source"], corpus.parse_params(item["params"])))
+    ptx = work / "ptx" / (item["id"].replace("/", "_") + ".ptx")
+    if ptx.exists():
+        f.update(features.ptx_features(ptx.read_text()))
+    a = attrs.get(item["id"], {})
+    f.update(features.attr_features({k: int(float(a[k])) for k in features.ATTR_FEATURES if a.get(k)}))
+    return f
+
+
+def write_features(work: Path, kernels_csv: Path, out: Path, add: bool = False, texts: Path | None = None) -> None:
+    """Source + PTX features of every working-set kernel, plus device attributes from the run. With ``add``
+    the rows already in ``out`` stay as they are and only kernels new to it are computed (a working set
+    rebuilt from a later fetch holds other kernels); the token components are then refit on the texts of
+    all rows, read from ``texts`` (a working set without PTX holding every kernel's source will do)."""
     attrs = _read_csv(kernels_csv) if kernels_csv.exists() else {}
-    rows = []
-    for line in (work / "workset.jsonl").read_text().splitlines():
-        item = json.loads(line)
-        f = {"kernel": item["id"], "repo": item["repo"]}
-        f.update(features.source_features(item["source"], corpus.parse_params(item["params"])))
-        ptx = work / "ptx" / (item["id"].replace("/", "_") + ".ptx")
-        if ptx.exists():
-            f.update(features.ptx_features(ptx.read_text()))
-        a = attrs.get(item["id"], {})
-        f.update(features.attr_features({k: int(float(a[k])) for k in features.ATTR_FEATURES if a.get(k)}))
-        rows.append(f)
-    texts = list(kernel_texts(work).values())
-    for r, z in zip(rows, token_components(texts), strict=True):
+    kept: list[dict] = []
+    if add:
+        with gzip.open(out, "rt", newline="") as fh:
+            kept = [{k: v for k, v in r.items() if not k.startswith("tok_")} for r in csv.DictReader(fh)]
+    have = {r["kernel"] for r in kept}
+    rows = kept + [_kernel_features(item, work, attrs) for item in map(json.loads, (
+        work / "workset.jsonl").read_text().splitlines()) if item["id"] not in have]
+    all_texts = kernel_texts(texts or work)
+    missing = [r["kernel"] for r in rows if r["kernel"] not in all_texts]
+    if missing:
+        raise SystemExit(f"{len(missing)} kernels have no source in {texts or work}, e.g. {missing[:3]}")
+    for r, z in zip(rows, token_components([all_texts[r["kernel"]] for r in rows]), strict=True):
         r.update({f"tok_{j}": float(v) for j, v in enumerate(z)})
     names = sorted({k for r in rows for k in r} - {"kernel", "repo"})
     with gzip.open(out, "wt", newline="") as fh:
@@ -174,7 +191,7 @@ def two_sweeps(s: model.Samples, kinfo: dict[str, dict[str, str]], x: np.ndarray
     return out
 
 
-RUN_GROUPS = {"runs 1-2": ("1", "2"), "runs 3-4": ("3", "4"), "run 5": ("5",)}
+RUN_GROUPS = {"runs 1-2": ("1", "2"), "runs 3-4": ("3", "4"), "run 5": ("5",), "run 6": ("6",)}
 
 
 def _mean_sd(v: list[float]) -> dict[str, float]:
@@ -223,6 +240,52 @@ def per_run(s: model.Samples, kinfo: dict[str, dict[str, str]], occ: np.ndarray,
     return out
 
 
+def _sweep_scores(p1: np.ndarray, t2: np.ndarray, model_choices: list[np.ndarray]) -> dict:
+    """Noise ceilings and the model's out-of-fold choices on one measurement with two sweeps."""
+    p2 = metric.relative_performance(t2)
+    b1, b2 = p1.argmax(axis=1), p2.argmax(axis=1)
+    out = {"always_1024_sweep1": metric.score(p1, metric.always(p1)),
+           "always_1024_sweep2": metric.score(p2, metric.always(p2)),
+           "ceiling_oracle_sweep1_on_sweep2": metric.score(p2, b1),
+           "ceiling_oracle_sweep2_on_sweep1": metric.score(p1, b2),
+           "best_shape_same_in_both_sweeps": float((b1 == b2).mean()),
+           "score_model_sweep1": _mean_sd([metric.score(p1, c) for c in model_choices]),
+           "score_model_on_sweep2": _mean_sd([metric.score(p2, c) for c in model_choices])}
+    out["model_share_of_ceiling_sweep2"] = out["score_model_on_sweep2"]["mean"] / out["ceiling_oracle_sweep1_on_sweep2"]
+    return out
+
+
+def remeasured(s: model.Samples, kinfo: dict[str, dict[str, str]], rows_path: Path, kernels_path: Path,
+               model_choices: list[np.ndarray]) -> dict:
+    """The same kernels measured again with other timing settings (run 5b: run 5's ok kernels, 5 x 100 us
+    batches instead of 3 x 50 us): noise ceilings and the model's out-of-fold choices (from the CV on the
+    table) scored on both measurements of the same (kernel, size) samples, so a change is the settings'
+    (and the day's), not the kernels'."""
+    ok = {k for k, r in _read_csv(kernels_path).items() if r["status"] == "ok"}
+    b = model.build_samples(model.load_rows(rows_path), kernels=ok)
+    where = {(k, int(z)): i for i, (k, z) in enumerate(zip(s.kernel, s.size, strict=True))}
+    pairs = [(where[(k, int(z))], j) for j, (k, z) in enumerate(zip(b.kernel, b.size, strict=True))
+             if (k, int(z)) in where and s.times2 is not None and np.isfinite(s.times2[where[(k, int(z))]]).all()
+             and np.isfinite(b.times2[j]).all()]
+    if len(pairs) < 50:
+        return {}
+    ia, ib = (np.array(v) for v in zip(*pairs, strict=True))
+    runs = sorted({kinfo.get(k, {}).get("run", "") for k in s.kernel[ia]})
+    out: dict = {"n_kernels": int(len(set(s.kernel[ia]))), "n_samples": int(len(ia)), "runs_of_kernels": runs}
+    for name, times, times2, idx in (("table", s.times, s.times2, ia), ("remeasured", b.times, b.times2, ib)):
+        t1, t2 = times[idx], times2[idx]
+        sub = model.Samples(s.kernel[ia], s.size[ia], t1, metric.relative_performance(t1), 0, 0)
+        out[name] = {"sweep_median_abs_log_ratio": float(np.median(np.abs(np.log(t1 / t2)))),
+                     "sweep_p90_abs_log_ratio": float(np.quantile(np.abs(np.log(t1 / t2)), 0.9)),
+                     "twins": noise_twins(sub, kinfo),
+                     **_sweep_scores(sub.perf, t2, [c[ia] for c in model_choices])}
+    pa, pb = s.perf[ia], b.perf[ib]
+    out["oracle_table_scored_on_remeasured"] = metric.score(pb, pa.argmax(axis=1))
+    out["best_shape_same_table_and_remeasured"] = float((pa.argmax(axis=1) == pb.argmax(axis=1)).mean())
+    out["median_abs_log_ratio_table_vs_remeasured"] = float(np.median(np.abs(np.log(s.times[ia] / b.times[ib]))))
+    return out
+
+
 FEATURE_SETS = {
     "size_only": ("",),
     "source": ("src_", "par_"),
@@ -234,6 +297,27 @@ FEATURE_SETS = {
 
 
 PREVIOUS_ROUND = """\
+## Earlier: round 3 (runs 1-5; 2,908 kernels, 8,641 samples; scored at commit 5898184, 5 seeds)
+
+| chooser | seed's score (mean min/t) |
+|---|---|
+| always 1024 | 0.8606 |
+| random (expected) | 0.8120 |
+| CUDA occupancy API | 0.8622 |
+| most common best shape (train folds) | 0.8686 |
+| forest:size_only | 0.8741 ± 0.0009 |
+| forest:source | 0.9046 ± 0.0006 |
+| forest:source+ptx | 0.9050 ± 0.0006 |
+| forest:source+ptx+attrs | 0.9046 ± 0.0005 |
+| forest:tokens | 0.9012 ± 0.0009 |
+| forest:source+tokens | 0.9049 ± 0.0005 |
+| seq:tokens (embedding + Conv1d) | 0.8906 ± 0.0022 |
+
+Per run then (model = forest:source+ptx): run 5 (192 kernels, 571 samples) model 0.9268 ± 0.0023 on sweep 1,
+0.9245 ± 0.0022 on sweep 2; ceiling (oracle of sweep 1 on sweep 2) 0.9433, 98.0 % of it; runs 3-4 ceiling
+0.9170, model on sweep 2 0.9023 ± 0.0004 (98.4 %). Two sweeps over runs 3-5 (2,207 kernels): model trained
+and scored on the mean of both 0.9120 ± 0.0009.
+
 ## Earlier: round 2 (runs 1-4; 2,716 kernels, 8,070 samples; scored at commit 5c4404a)
 
 | chooser | seed's score (mean min/t) |
@@ -393,6 +477,32 @@ def write_report(res: dict, out: Path) -> None:
         lines += ["", "Runs 1-2 timed each shape once (no sweep ceiling); their twin ceiling is the comparable "
                   "noise measure. The runs differ in kernels as well as in settings, so a difference between "
                   "runs is not the settings' effect alone."]
+    rm = res.get("remeasured")
+    if rm:
+        def col(r: dict, k: str) -> str:
+            v = r[k]
+            return f"{v['mean']:.4f} ± {v['sd']:.4f}" if isinstance(v, dict) else f"{v:.4f}"
+
+        lines += ["", f"## The same kernels measured twice ({rm['n_kernels']} kernels of run(s) "
+                  f"{', '.join(rm['runs_of_kernels'])}, {rm['n_samples']} samples): table vs re-measured", "",
+                  "| | table (3 x ~50 us batches) | re-measured (5 x ~100 us batches) |", "|---|---|---|"]
+        for label, key in (("always 1024 (sweep 1)", "always_1024_sweep1"),
+                           ("ceiling: oracle of sweep 1 scored on sweep 2", "ceiling_oracle_sweep1_on_sweep2"),
+                           ("ceiling: oracle of sweep 2 scored on sweep 1", "ceiling_oracle_sweep2_on_sweep1"),
+                           ("model (sweep 1)", "score_model_sweep1"), ("model, scored on sweep 2", "score_model_on_sweep2"),
+                           ("model on sweep 2 / ceiling", "model_share_of_ceiling_sweep2"),
+                           ("best shape the same in both sweeps", "best_shape_same_in_both_sweeps")):
+            lines.append(f"| {label} | {col(rm['table'], key)} | {col(rm['remeasured'], key)} |")
+        lines.append("| one launch, sweep 1 vs sweep 2: median / p90 difference | " + " | ".join(
+            f"{100 * (math.exp(rm[n]['sweep_median_abs_log_ratio']) - 1):.1f} % / "
+            f"{100 * (math.exp(rm[n]['sweep_p90_abs_log_ratio']) - 1):.1f} %" for n in ("table", "remeasured")) + " |")
+        lines.append("| twins (1-D kernels): median diff. / oracle via twin | " + " | ".join(
+            f"{100 * (math.exp(rm[n]['twins']['median_abs_log_ratio']) - 1):.1f} % / "
+            f"{rm[n]['twins'].get('oracle_via_twin_score', float('nan')):.4f}" for n in ("table", "remeasured")) + " |")
+        lines += ["", f"Across the two measurements (days apart): oracle of the table scored on the re-measurement "
+                  f"{rm['oracle_table_scored_on_remeasured']:.4f}; best shape the same "
+                  f"{100 * rm['best_shape_same_table_and_remeasured']:.0f} %; one launch differs by a median "
+                  f"{100 * (math.exp(rm['median_abs_log_ratio_table_vs_remeasured']) - 1):.1f} %."]
     sq = res.get("sequence_model")
     if sq:
         c = sq["config"]
@@ -434,6 +544,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", default=str(ROOT / "data" / "lscat_h100"))
     ap.add_argument("--work", default="", help="working set to (re)compute features from")
     ap.add_argument("--report-only", action="store_true", help="rewrite the .md/.png from the existing .json")
+    ap.add_argument("--add-work", action="store_true",
+                    help="with --work: keep features.csv.gz's rows, add the working set's new kernels, refit the "
+                         "token components on --texts")
     ap.add_argument("--refresh-attrs", action="store_true",
                     help="rewrite the attr_ feature columns from kernels.csv (after a merge) before scoring")
     ap.add_argument("--seeds", type=int, default=5)
@@ -445,6 +558,11 @@ def main(argv: list[str] | None = None) -> None:
                     help="working set whose sources the sequence model reads")
     ap.add_argument("--seq-epochs", type=int, default=sequence.SeqConfig.epochs)
     ap.add_argument("--sets", default=",".join(FEATURE_SETS), help="feature sets to score")
+    ap.add_argument("--remeasured", default="",
+                    help="a run of kernels already in the table, measured again (kernels.csv + "
+                         "lscat_h100_rows.csv.gz, e.g. run 5b): ceilings and model on both measurements")
+    ap.add_argument("--skip-two-sweeps", action="store_true",
+                    help="leave out the models trained on sweep 1 / the mean of sweeps (2 more CVs a seed)")
     ap.add_argument("--all-kernels", dest="only_clean", action="store_false",
                     help="also use complete sizes of kernels that faulted at a larger size")
     a = parse_study_args(ap, argv, smoke={"seeds": 2, "sets": "size_only,source"})
@@ -455,8 +573,9 @@ def main(argv: list[str] | None = None) -> None:
         return
     data = Path(a.data)
     if a.work:
-        write_features(Path(a.work), data / "kernels.csv", data / "features.csv.gz")
-    elif a.refresh_attrs:
+        write_features(Path(a.work), data / "kernels.csv", data / "features.csv.gz", add=a.add_work,
+                       texts=Path(a.texts) if a.add_work else None)
+    if a.refresh_attrs:
         print(f"attr_ features refreshed for {refresh_attr_features(data / 'kernels.csv', data / 'features.csv.gz')}"
               " kernels", flush=True)
     feats, repos = load_features(data / "features.csv.gz")
@@ -534,12 +653,18 @@ def main(argv: list[str] | None = None) -> None:
                    key=lambda k: res["models"][k]["score_model"]["mean"])
     res["best_model"] = best_key
     res["per_run"] = per_run(s, kinfo, occ, choices[best_key])
+    if a.remeasured:
+        rdir = Path(a.remeasured)
+        res["remeasured"] = remeasured(s, kinfo, rdir / "lscat_h100_rows.csv.gz", rdir / "kernels.csv",
+                                       choices[best_key])
+        print("remeasured: " + json.dumps(res["remeasured"]), flush=True)
     for name, r in res["per_run"].items():
         print(f"{name}: " + json.dumps({k: v for k, v in r.items() if not isinstance(v, dict)}), flush=True)
     prefixes = FEATURE_SETS[best_key.split(":", 1)[1]]
     x_best = model.feature_matrix(s, feats, [n for n in all_names if prefixes != ("",) and n.startswith(prefixes)])
     try:
-        res["two_sweeps"] = two_sweeps(s, kinfo, x_best, groups, a.seeds, a.jobs)
+        res["two_sweeps"] = {"skipped": "--skip-two-sweeps"} if a.skip_two_sweeps else two_sweeps(
+            s, kinfo, x_best, groups, a.seeds, a.jobs)
     except Exception as exc:  # noqa: BLE001 - the main scores stand without it
         res["two_sweeps"] = {"error": repr(exc)}
     res["score_model"] = res["models"][best_key]["score_model"]["mean"]
