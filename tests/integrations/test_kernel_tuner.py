@@ -252,3 +252,15 @@ def test_a_jinja2_template_render_is_a_generator_too(kt_env, vector_args):
     results, _ = tune_kernel("vector_add", template.render, size, args, {"block_size_x": [32, 64]}, lang="OpenCL",
                              answer=[expected, None, None, None], quiet=True, iterations=1)
     assert len(ok_rows(results)) == 2
+
+
+def test_nvml_energy_is_kernel_tuners_power_times_one_runs_time():
+    from adaptune.integrations.kt_results import observed
+    from adaptune.records import Result
+
+    # NVML's energy counter did not advance over these short runs (0 J): Kernel Tuner's energy is
+    # median power x the run's time, and so is ours
+    result = Result.from_samples({"b": 1}, [2.0, 2.0, 2.0], observers={"energy_j": 0.0, "power_w": 150.0,
+                                                                      "temperature_c": 40.0})
+    assert observed(result, ["nvml_energy", "nvml_power", "temperature"]) == {
+        "nvml_energy": pytest.approx(0.3), "nvml_power": 150.0, "temperature": 40.0}

@@ -31,3 +31,16 @@ def test_a_batch_of_asks_is_one_query_per_lookup_batch(tmp_path):
         assert found == list(range(0, 1000, 3)) and statements == []  # answered from the batch
         assert lookup.get(space.config(1998)) is not None  # a configuration outside it: one query of its own
         assert sum(s.lstrip().upper().startswith("SELECT") for s in statements) == 1
+
+
+def test_a_run_that_observes_measures_again_what_was_stored_without_observers(tmp_path):
+    space = Space({"a": [1, 2, 3]})
+    with Store(tmp_path / "observed.db") as store:
+        run = store.run(DeviceInfo("GPU", "test"), "p", "h", "i")
+        store.put_stream(run, [Result.from_samples({"a": 1}, [1.0]),  # an earlier run without observers
+                               Result.from_samples({"a": 2}, [1.0], observers={"power_w": 90.0})])
+        plain = StoredLookup(store, run, space)
+        observed = StoredLookup(store, run, space, observed=True)
+        assert plain.get({"a": 1}) is not None and plain.get({"a": 2}) is not None
+        assert observed.get({"a": 1}) is None  # lacks what this run records: measured again
+        assert observed.get({"a": 2}).observers == {"power_w": 90.0}

@@ -77,13 +77,21 @@ def compute_metrics(row: dict[str, Any], metrics: Mapping[str, Metric] | None) -
 
 
 def observed(result: Result, observables: Sequence[str]) -> dict[str, float]:
-    """Kernel Tuner's observable names from adaptune's NVML observer (energy per kernel run)."""
+    """Kernel Tuner's observable names from adaptune's NVML observer.
+
+    ``nvml_energy`` is Kernel Tuner's: the mean power over the timed runs times one run's time (J per kernel
+    run). NVML's energy counter advances only every few tens of milliseconds, so a short kernel's counter
+    delta is often 0; the mean power (counter over the window, else the instantaneous reading) is not."""
     out: dict[str, float] = {}
-    runs = max(len(result.samples), 1)
     for name in observables:
+        if name == "nvml_energy":
+            power = result.observers.get(NVML_OBSERVABLES["nvml_power"])
+            if power is not None and result.ok:
+                out[name] = power * result.time_ms / 1e3
+            continue
         value = result.observers.get(NVML_OBSERVABLES[name])
         if value is not None:
-            out[name] = value / runs if name == "nvml_energy" else value
+            out[name] = value
     return out
 
 

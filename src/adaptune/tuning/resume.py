@@ -18,8 +18,9 @@ from adaptune.store.codec import config_key
 class StoredLookup:
     """Stored results of one run by configuration, fetched on demand and remembered (found or not)."""
 
-    def __init__(self, store: BaseStore, run: tuple[int, int, int], space: Any) -> None:
+    def __init__(self, store: BaseStore, run: tuple[int, int, int], space: Any, *, observed: bool = False) -> None:
         self.store, self.run, self.space = store, RunKey(*run), space
+        self.observed = observed  # the run records observers: a stored success without them is measured again
         self._known: dict[str, Result | None] = {}  # space key -> stored result (None: not stored)
 
     def lookup(self, configs: Iterable[Mapping[str, Any]]) -> None:
@@ -30,7 +31,10 @@ class StoredLookup:
             return
         found = self.store.get_many(*self.run, wanted.values())
         for key, config in wanted.items():
-            self._known[key] = found.get(config_key(config))
+            result = found.get(config_key(config))
+            if result is not None and self.observed and result.ok and not result.observers:
+                result = None  # measured earlier without observers (energy, power): what this run asks lacks
+            self._known[key] = result
 
     def get(self, config: Mapping[str, Any]) -> Result | None:
         """The stored result of ``config``, or None (looked up alone if no batch covered it)."""

@@ -118,7 +118,7 @@ class _Session:
 
     def __init__(self, space, measurer: Measurer, store: Store, ids: tuple[int, int, int]) -> None:
         self.space, self.measurer, self.store, self.ids = space, measurer, store, ids
-        self.stored = StoredLookup(store, ids, space)  # looked up a batch of asks at a time
+        self.stored = StoredLookup(store, ids, space, observed=bool(measurer.settings.observers))  # batch of asks
         self.best_ms = math.inf  # the incumbent, for racing
 
     def prefetch(self, indices: list[int]) -> None:
