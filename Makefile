@@ -19,7 +19,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q    # tests/ and the documentation's blocks (pyproject's testpaths)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

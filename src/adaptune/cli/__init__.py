@@ -15,7 +15,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     for module in COMMAND_GROUPS:
         importlib.import_module(module).register(sub)
+    _state_defaults(parser)
     return parser
+
+
+def _state_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append "(default: X)" to the help of every option that has a value when left out and does not say it."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                _state_defaults(command)
+        elif (action.help and action.option_strings and "default" not in action.help.lower()
+              and action.default is not None and action.default is not False
+              and action.default not in ([], argparse.SUPPRESS)):
+            action.help += f" (default: {str(action.default).replace('%', '%%')})"
 
 
 def main(argv: list[str] | None = None) -> int:

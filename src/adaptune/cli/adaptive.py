@@ -138,11 +138,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     train = sub.add_parser("train", help="label training inputs, fit and save a selection model")
     common(train)
-    train.add_argument("--active", type=int, metavar="N", help="active learning: label at most N inputs (BvSB)")
+    train.add_argument("--active", type=int, metavar="N", help="active learning: label at most N inputs (BvSB; default: label every input)")
     train.set_defaults(func=cmd_train)
 
     ev = sub.add_parser("evaluate", help="score the model on the SPEC's test inputs (fraction of oracle)")
     common(ev)
-    ev.add_argument("--plot", metavar="FILE.png", help="write a PNG of the evaluation")
+    ev.add_argument("--plot", metavar="FILE.png", help="write a PNG of the evaluation (default: no plot)")
     ev.add_argument("--per-input", action="store_true", help="include per-input rows in the JSON")
     ev.set_defaults(func=cmd_evaluate)

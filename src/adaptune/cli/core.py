@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -17,60 +18,66 @@ STRATEGY_HELP = "search strategy (see `adaptune.search.STRATEGIES`; default brut
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="tune a kernel: SPEC is a T1 .json file or a .py file defining `problem`")
-    p.add_argument("spec")
+    p.add_argument("spec", help="a T1 .json file, or a .py file defining `problem` (e.g. examples/matmul/problem.py)")
     p.add_argument("--strategy", default="brute_force", help=STRATEGY_HELP)
-    p.add_argument("--max-evals", type=int)
-    p.add_argument("--max-seconds", type=float)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--backend", choices=("opencl", "cuda", "python"), default="opencl")
+    p.add_argument("--max-evals", type=int, help="stop after this many configurations (default: no limit)")
+    p.add_argument("--max-seconds", type=float, help="stop after this many seconds of wall clock (default: no limit)")
+    p.add_argument("--repeats", type=int, default=7, help="timed runs of each configuration")
+    p.add_argument("--backend", choices=("opencl", "cuda", "python"), default="opencl",
+                   help="where kernels run (OpenCL: PoCL on any CPU)")
     p.add_argument("--device", default="0", help="device index or name")
-    p.add_argument("--db", default="adaptune.db")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--db", default="adaptune.db", help="results database: SQLite file or SQLAlchemy URL")
+    p.add_argument("--seed", type=int, help="seed of the search strategy (default: a fresh random seed)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds before one configuration is killed")
-    p.add_argument("--observe", action="append", default=[], help="observer, e.g. nvml (read-only)")
+    p.add_argument("--observe", action="append", default=[], help="observer, e.g. nvml (read-only; may be repeated; default: none)")
     p.add_argument("--discard-factor", type=float, default=2.0,
                    help="stop repeating a configuration whose first run is this many times slower than the "
                         "best so far (0: measure every repeat)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    p.add_argument("--plot", help="also write a PNG plot of the run")
+    p.add_argument("--plot", help="also write a PNG plot of the run (default: no plot)")
     p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
                    help="measure on Ray actors (one per GPU; docs/distributed.md): the cluster at ADDRESS "
-                        "(e.g. auto, head:6379), or a local one when no address is given")
+                        "(e.g. auto, head:6379), or a local one when no address is given (default: no Ray)")
     p.add_argument("--workers", type=int, help="parallel measurement workers (Ray actors, or local devices "
-                                                "from --device on without --ray)")
+                                                "from --device on without --ray; default: one)")
     p.set_defaults(func=_tune)
 
     p = sub.add_parser("show", help="list what a results database holds")
-    p.add_argument("--db", default="adaptune.db")
-    p.add_argument("--problem")
-    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--db", default="adaptune.db", help="results database: SQLite file or SQLAlchemy URL")
+    p.add_argument("--problem", help="only this problem (default: every problem)")
+    p.add_argument("--top", type=int, default=5, help="best configurations listed per problem")
     p.add_argument("--pareto", action="store_true",
                    help="the Pareto front of time vs energy per call (needs measurements with --observe nvml)")
     p.add_argument("--objectives", default="time,energy",
                    help="with --pareto: two objectives, built-in names or expressions (default time,energy)")
-    p.add_argument("--plot", help="with --pareto: also write the front as a PNG")
+    p.add_argument("--plot", help="with --pareto: also write the front as a PNG (default: no plot)")
     p.set_defaults(func=_show)
 
     p = sub.add_parser("import", help="import a Kernel Tuner cache (.json, .json.gz, open form) or T4 file")
-    p.add_argument("file")
-    p.add_argument("--db", default="adaptune.db")
+    p.add_argument("file", help="the file to import")
+    p.add_argument("--db", default="adaptune.db", help="results database: SQLite file or SQLAlchemy URL")
     p.add_argument("--name", help="problem name (default: the file's kernel name)")
     p.set_defaults(func=_import)
 
     p = sub.add_parser("export", help="export stored measurements of one problem")
-    p.add_argument("--db", default="adaptune.db")
-    p.add_argument("--problem", required=True)
-    p.add_argument("--format", choices=("kt", "t4", "csv"), default="kt")
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--db", default="adaptune.db", help="results database: SQLite file or SQLAlchemy URL")
+    p.add_argument("--problem", required=True, help="name of the problem, as `adaptune show` lists it")
+    p.add_argument("--format", choices=("kt", "t4", "csv"), default="kt",
+                   help="Kernel Tuner cache, T4 results file, or CSV (one table, with device and input columns)")
+    p.add_argument("-o", "--output", required=True,
+                   help="file to write; with several devices or inputs, one file each, named after them")
+    p.add_argument("--device", help="export only this device (id or name as `adaptune show` lists it; "
+                                    "default: every device, one file each)")
+    p.add_argument("--input", help="export only this input (id or name; default: every input, one file each)")
     p.set_defaults(func=_export)
 
     p = sub.add_parser("devices", help="list the devices adaptune can tune on")
     p.set_defaults(func=_devices)
 
     p = sub.add_parser("plot", help="plot a stored tuning run (PNG)")
-    p.add_argument("--db", default="adaptune.db")
-    p.add_argument("--problem")
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--db", default="adaptune.db", help="results database: SQLite file or SQLAlchemy URL")
+    p.add_argument("--problem", help="the problem to plot (default: the last one stored)")
+    p.add_argument("-o", "--output", required=True, help="PNG file to write")
     p.set_defaults(func=_plot)
 
 
@@ -150,13 +157,15 @@ def _show(args: argparse.Namespace) -> int:
     try:
         devices = {d["id"]: d for d in store.devices()}
         for prob in _problem_rows(store, args.problem):
-            results = store.results(problem_id=prob["id"])
-            ok = sorted((r for r in results if r.ok), key=lambda r: r.time_ms)
-            table = Table(title=f"{prob['name']} ({len(results)} measurements, {len(results) - len(ok)} failed)")
+            rows = [(d["name"], r) for d in devices.values()
+                    for r in store.results(problem_id=prob["id"], device_id=d["id"])]
+            ok = sorted(((name, r) for name, r in rows if r.ok), key=lambda row: row[1].time_ms)
+            table = Table(title=f"{prob['name']} ({len(rows)} measurements, {len(rows) - len(ok)} failed)")
             table.add_column("time (ms)", justify="right")
+            table.add_column("device")
             table.add_column("configuration")
-            for r in ok[: args.top]:
-                table.add_row(f"{r.time_ms:.4f}", " ".join(f"{k}={v}" for k, v in r.config.items()))
+            for name, r in ok[: args.top]:
+                table.add_row(f"{r.time_ms:.4f}", name, " ".join(f"{k}={v}" for k, v in r.config.items()))
             console.print(table)
         console.print("devices: " + ", ".join(f"{d['name']} ({d['platform']})" for d in devices.values()))
     finally:
@@ -224,35 +233,67 @@ def _open_store_create(path: str):
 
 
 def _export(args: argparse.Namespace) -> int:
-    from adaptune.store import RecordedSpace, write_kt_cache, write_t4
+    from adaptune.store import RecordedSpace, write_recorded
 
     store = _open_store(args.db)
     try:
         (prob,) = _problem_rows(store, args.problem)[:1]
-        recorded = RecordedSpace.from_store(store, problem_id=prob["id"])
+        pairs = _export_pairs(store, prob["id"], args.device, args.input)
+        recorded = [RecordedSpace.from_store(store, device_id=d, problem_id=prob["id"], input_id=i)
+                    for d, i in pairs]
     finally:
         store.close()
-    if args.format == "kt":
-        write_kt_cache(args.output, recorded)
-    elif args.format == "t4":
-        write_t4(args.output, recorded)
-    else:
+    if args.format == "csv":  # one table: a device and an input column tell the rows apart
         _write_csv(args.output, recorded)
-    print(f"wrote {len(recorded.results)} measurements to {args.output}")
+        print(f"wrote {sum(len(r.results) for r in recorded)} measurements "
+              f"({len(recorded)} device/input pairs) to {args.output}")
+        return 0
+    for r in recorded:
+        path = args.output if len(recorded) == 1 else _pair_path(args.output, r)
+        write_recorded(path, r, args.format)
+        print(f"wrote {len(r.results)} measurements ({r.device_name}, input {r.meta['input_name']}) to {path}")
     return 0
 
 
-def _write_csv(path: str, recorded) -> None:
+def _export_pairs(store, problem_id: int, device: str | None, input_name: str | None) -> list[tuple[int, int]]:
+    """The (device, input) pairs to export: all that hold measurements, or those ``--device``/``--input`` name."""
+    devices = {d["id"]: d["name"] for d in store.devices()}
+    inputs = {i["id"]: i["name"] for i in store.inputs(problem_id)}
+    pairs = store.measured_pairs(problem_id)
+    for option, text, names, pos in (("--device", device, devices, 0), ("--input", input_name, inputs, 1)):
+        if text is None:
+            continue
+        keep = [p for p in pairs if text in (str(p[pos]), names.get(p[pos]))]
+        if not keep:
+            known = ", ".join(sorted({f"{p[pos]} ({names.get(p[pos])})" for p in pairs}))
+            raise KeyError(f"{option} {text!r} matches none of the measured ones: {known}")
+        pairs = keep
+    if not pairs:
+        raise ValueError(f"problem {problem_id} has no measurements to export")
+    return pairs
+
+
+def _pair_path(output: str, recorded) -> str:
+    """``matmul_t4.json`` -> ``matmul_t4.<device>.<input>.json``: one file per device and input."""
+    path = Path(output)
+    base, _, ext = path.name.partition(".")
+    slug = ".".join(re.sub(r"[^A-Za-z0-9_-]+", "_", t).strip("_") for t in
+                    (recorded.device_name, str(recorded.meta["input_name"])))
+    return str(path.with_name(f"{base}.{slug}" + (f".{ext}" if ext else "")))
+
+
+def _write_csv(path: str, recorded: list) -> None:
     import csv
 
-    names = list(recorded.params)
+    names = list(dict.fromkeys(n for r in recorded for n in r.params))
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow([*names, "status", "time_ms", "compile_ms", "samples"])
-        for r in recorded.results:
-            w.writerow([*(r.config.get(n) for n in names), str(r.status),
-                        r.time_ms if math.isfinite(r.time_ms) else "", r.compile_ms,
-                        " ".join(f"{s:.6g}" for s in r.samples)])
+        w.writerow(["device", "input", *names, "status", "time_ms", "compile_ms", "samples"])
+        for rec in recorded:
+            for r in rec.results:
+                w.writerow([rec.device_name, rec.meta["input_name"], *(r.config.get(n) for n in names),
+                            str(r.status), r.time_ms if math.isfinite(r.time_ms) else "", r.compile_ms,
+                            " ".join(f"{s:.6g}" for s in r.samples)])
 
 
 def _devices(args: argparse.Namespace) -> int:
