@@ -6,6 +6,8 @@ import argparse
 import importlib
 import sys
 
+from adaptune.store.errors import StoreError
+
 COMMAND_GROUPS = ("adaptune.cli.core", "adaptune.cli.search", "adaptune.cli.adaptive")
 COMMAND_GROUPS += ("adaptune.cli.thresholds",)
 
@@ -35,11 +37,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError, KeyError) as exc:
-        print(f"adaptune {args.command}: error: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, FileNotFoundError, KeyError, StoreError) as exc:
+        print(f"adaptune {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130  # the layer that was interrupted said what was kept
+
+
+def _one_line(exc: BaseException) -> str:
+    """The cause in one line (a KeyError's message is its repr; a database error may span lines)."""
+    text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+    return " ".join(str(text).split())
 
 
 if __name__ == "__main__":

@@ -237,10 +237,8 @@ def _export(args: argparse.Namespace) -> int:
 
     store = _open_store(args.db)
     try:
-        (prob,) = _problem_rows(store, args.problem)[:1]
-        pairs = _export_pairs(store, prob["id"], args.device, args.input)
-        recorded = [RecordedSpace.from_store(store, device_id=d, problem_id=prob["id"], input_id=i)
-                    for d, i in pairs]
+        recorded = [RecordedSpace.from_store(store, device_id=d, problem_id=p, input_id=i)
+                    for p, d, i in _export_triples(store, args.problem, args.device, args.input)]
     finally:
         store.close()
     if args.format == "csv":  # one table: a device and an input column tell the rows apart
@@ -248,37 +246,42 @@ def _export(args: argparse.Namespace) -> int:
         print(f"wrote {sum(len(r.results) for r in recorded)} measurements "
               f"({len(recorded)} device/input pairs) to {args.output}")
         return 0
-    for r in recorded:
-        path = args.output if len(recorded) == 1 else _pair_path(args.output, r)
+    paths = [args.output] if len(recorded) == 1 else [_pair_path(args.output, r) for r in recorded]
+    if len(set(paths)) < len(paths):  # same device and input in two problem rows: number them
+        paths = [_pair_path(args.output, r, n) for n, r in enumerate(recorded, 1)]
+    for r, path in zip(recorded, paths, strict=True):
         write_recorded(path, r, args.format)
         print(f"wrote {len(r.results)} measurements ({r.device_name}, input {r.meta['input_name']}) to {path}")
     return 0
 
 
-def _export_pairs(store, problem_id: int, device: str | None, input_name: str | None) -> list[tuple[int, int]]:
-    """The (device, input) pairs to export: all that hold measurements, or those ``--device``/``--input`` name."""
+def _export_triples(store, name: str, device: str | None, input_name: str | None) -> list[tuple[int, int, int]]:
+    """(problem, device, input) ids to export: every measured one of the problems called ``name`` (their
+    spaces may differ), or those ``--device``/``--input`` name by id or name."""
     devices = {d["id"]: d["name"] for d in store.devices()}
-    inputs = {i["id"]: i["name"] for i in store.inputs(problem_id)}
-    pairs = store.measured_pairs(problem_id)
-    for option, text, names, pos in (("--device", device, devices, 0), ("--input", input_name, inputs, 1)):
+    triples, inputs = [], {}
+    for prob in _problem_rows(store, name):
+        inputs.update({i["id"]: i["name"] for i in store.inputs(prob["id"])})
+        triples += [(prob["id"], d, i) for d, i in store.measured_pairs(prob["id"])]
+    for option, text, names, pos in (("--device", device, devices, 1), ("--input", input_name, inputs, 2)):
         if text is None:
             continue
-        keep = [p for p in pairs if text in (str(p[pos]), names.get(p[pos]))]
+        keep = [t for t in triples if text in (str(t[pos]), names.get(t[pos]))]
         if not keep:
-            known = ", ".join(sorted({f"{p[pos]} ({names.get(p[pos])})" for p in pairs}))
+            known = ", ".join(sorted({f"{t[pos]} ({names.get(t[pos])})" for t in triples}))
             raise KeyError(f"{option} {text!r} matches none of the measured ones: {known}")
-        pairs = keep
-    if not pairs:
-        raise ValueError(f"problem {problem_id} has no measurements to export")
-    return pairs
+        triples = keep
+    if not triples:
+        raise ValueError(f"problem {name!r} has no measurements to export")
+    return triples
 
 
-def _pair_path(output: str, recorded) -> str:
+def _pair_path(output: str, recorded, number: int | None = None) -> str:
     """``matmul_t4.json`` -> ``matmul_t4.<device>.<input>.json``: one file per device and input."""
     path = Path(output)
     base, _, ext = path.name.partition(".")
-    slug = ".".join(re.sub(r"[^A-Za-z0-9_-]+", "_", t).strip("_") for t in
-                    (recorded.device_name, str(recorded.meta["input_name"])))
+    parts = [recorded.device_name, str(recorded.meta["input_name"]), *([str(number)] if number else [])]
+    slug = ".".join(re.sub(r"[^A-Za-z0-9_-]+", "_", t).strip("_") for t in parts)
     return str(path.with_name(f"{base}.{slug}" + (f".{ext}" if ext else "")))
 
 
