@@ -381,3 +381,42 @@ def test_a_kernel_source_that_names_a_file_is_read_or_not_found(tmp_path, monkey
     (tmp_path / "scale.cl").write_text("__kernel void scale(__global float *x) { x[get_global_id(0)] *= 2.0f; }\n")
     spec = at.KernelSpec("scale.cl", "scale", [x])
     assert "x[get_global_id(0)] *= 2.0f" in spec.source_text and spec.lang == "opencl"
+
+
+# --- progress: on by default in a terminal, never in a pipe or a log ---------------------------------
+def _tune_with_stderr_on(stderr_tty: bool, tmp_path: Path) -> str:
+    import pty
+
+    script = TINY_SCRIPT.replace(", progress=False)", ")")  # the default, as a reader writes it
+    if not stderr_tty:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                              env=_env(), timeout=240)
+        _assert_tuned(proc)
+        return proc.stderr
+    leader, follower = pty.openpty()
+    env = dict(_env(), COLUMNS="120", TERM="xterm")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=follower, text=True,
+                            cwd=tmp_path, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out, _ = proc.communicate(timeout=240)
+    os.close(leader)
+    _assert_tuned(subprocess.CompletedProcess(proc.args, proc.returncode, out, ""))
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_tuning_shows_progress_in_a_terminal_and_none_in_a_pipe(tmp_path):
+    (tmp_path / "tty").mkdir()
+    (tmp_path / "pipe").mkdir()
+    shown = _tune_with_stderr_on(True, tmp_path / "tty")
+    assert "vadd" in shown and "3/3" in shown, shown[-2000:]
+    piped = _tune_with_stderr_on(False, tmp_path / "pipe")
+    assert "3/3" not in piped and "━" not in piped, piped[-2000:]

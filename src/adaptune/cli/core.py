@@ -34,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="stop repeating a configuration whose first run is this many times slower than the "
                         "best so far (0: measure every repeat)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (it is drawn only on a terminal anyway)")
     p.add_argument("--plot", help="also write a PNG plot of the run (default: no plot)")
     p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
                    help="measure on Ray actors (one per GPU; docs/distributed.md): the cluster at ADDRESS "
@@ -94,7 +95,7 @@ def _tune(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", TuningFailedWarning)
         report = tune(problem, args.strategy, max_evals=args.max_evals, max_seconds=args.max_seconds,
                       repeats=args.repeats, backend=args.backend, device=_device_arg(args.device), db=args.db,
-                      seed=args.seed, progress=not args.json, timeout_s=args.timeout,
+                      seed=args.seed, progress=not (args.json or args.quiet), timeout_s=args.timeout,
                       observers=tuple(args.observe), discard_factor=args.discard_factor or None,
                       executor="ray" if args.ray is not None else None, address=args.ray or None,
                       n_parallel=args.workers)

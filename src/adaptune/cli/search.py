@@ -41,6 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--baseline", default="paper", choices=("paper", "exact"),
                    help="the methodology's random-search baseline: the paper's approximation or exact")
     c.add_argument("--json", action="store_true", help="print one JSON object")
+    c.add_argument("--quiet", action="store_true", help="no progress bar (it is drawn only on a terminal anyway)")
     c.add_argument("--plot", default=None, help="write best-so-far curves to this PNG (default: no plot)")
     c.set_defaults(func=cmd_compare)
 
@@ -89,7 +90,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     kt = [s for s in args.kernel_tuner.split(",") if s]
     cmp = compare(args.caches, strategies, kt, repeats=args.repeats, kt_repeats=args.kt_repeats,
                   max_evals=args.max_evals, seed=args.seed, jobs=args.jobs, baseline=args.baseline,
-                  progress=not args.json)
+                  progress=not (args.json or args.quiet))
     if args.plot:
         plot_comparison(cmp, Path(args.plot))
     if args.json:

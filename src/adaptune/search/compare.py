@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from adaptune.progress import BestSoFarProgress
 from adaptune.search.base import STRATEGIES, Budget
 from adaptune.search.methodology import aggregate, best_so_far_curve, score
 from adaptune.search.replay import Replay
@@ -182,12 +181,9 @@ def compare(paths: list[str | Path], strategies: list[str], kernel_tuner: list[s
     out: dict[tuple[str, str, str], list[tuple[list[float], float | None]]] = {}
     jobs = jobs or min(len(tasks), os.cpu_count() or 1)
 
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("best fraction of optimum {task.fields[best]}"), TimeElapsedColumn())
     best_fraction = 0.0
-    with Progress(*columns, console=Console(stderr=True), disable=not progress) as bar, \
+    with BestSoFarProgress("replaying", len(tasks), enabled=progress, best_label="best fraction of optimum") as bar, \
             ProcessPoolExecutor(max_workers=jobs) as pool:
-        task = bar.add_task("replaying", total=len(tasks), best="-")
         futures = {pool.submit(_task, kind, p, s, max_evals, seed * 100_003 + r): (kind, p, s)
                    for kind, p, s, r in tasks}
         for fut in as_completed(futures):
@@ -197,7 +193,7 @@ def compare(paths: list[str | Path], strategies: list[str], kernel_tuner: list[s
             finite = [v for v in values if math.isfinite(v)]
             if finite:
                 best_fraction = max(best_fraction, spaces[key[1]].optimum / min(finite))
-            bar.update(task, advance=1, best=f"{best_fraction:.3f}")
+            bar.advance(best_text=f"{best_fraction:.3f}")
 
     cmp = Comparison(settings={"spaces": list(spaces), "strategies": strategies, "kernel_tuner": kernel_tuner,
                                "repeats": repeats, "kt_repeats": kt_repeats, "max_evals": max_evals,
