@@ -66,8 +66,9 @@ def test_bad_spec_is_one_clear_error(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_cpu_benchmark_fast_mode_runs_end_to_end(tmp_path):
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "adaptive_cpu.py"), "--fast", "--no-progress",
-                          "--repeats", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-m", "benchmarks.adaptive_cpu.run", "--fast", "--no-progress",
+                          "--repeats", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=600,
+                         cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     doc = json.loads((tmp_path / "adaptive_cpu_fast.json").read_text())
     assert [r["spec"] for r in doc["results"]] == ["sort", "spmv", "histogram"]

@@ -12,7 +12,7 @@ from adaptune.adaptive.device_features import DeviceFeatureError, measured_featu
 from adaptune.adaptive.models import fraction_of_oracle
 from adaptune.adaptive.transfer import PROXY_FEATURES_MEASURED, MTLSelector, p_dfs
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "transfer" / "results"
 DEVICES = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200", "pocl": "pthread-AMD EPYC"}
 SPMV = ["csr_scalar", "csr_vector_2", "csr_vector_4", "csr_vector_8", "csr_vector_16", "csr_vector_32",
         "csr_balanced", "ell", "dia"]

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Run any study on a GPU machine (a bare one will do: no network, no .git), writing everything under $OUT.
+#
+#   bash benchmarks/gpu.sh <study>[.<part>] [args...]   # python3 -m benchmarks.<study>.<part|run> [args...]
+#                                                       #   --out $OUT/<study> is added unless you pass --out
+#   bash benchmarks/gpu.sh <recipe> [args...]           # a study's whole GPU session, in one call:
+#
+#   gpu_suite              smoke (every kernel vs NumPy/SciPy), run (label, train, dispatch), analyse  ~5 min
+#   lscat_next             LS-CAT examples re-timed, run 5 re-measured (run5b), new kernels with the index
+#                          buffer rule (run6); needs the working set: carry data/lscat_work         <= 9 min
+#   transfer TAG           proxies + GPU-suite labels of SpMV, histogram, sort, BFS (size scale 0.05,
+#                          seed 2024) as TAG (h100, h200), and ncu counters where ncu exists       <= 10 min
+#   distributed WHEELS     the 2-GPU parts (matmul on 1 vs 2 Ray actors, suite labelling on 1 vs 2 GPUs);
+#                          WHEELS: a folder with ray_slim.tar.xz and the wheels the machine lacks
+#   kernel_tuner           CUDA backend tests, adaptune vs Kernel Tuner brute force, recorded spaces
+#
+# Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: the device copy has no .git),
+# PYTHON (default python3). A folder .whl/ with an adaptune wheel is installed first when present.
+# CPU pilot of any recipe: DEVICE=opencl (gpu_suite, transfer) with small sizes, e.g.
+#   DEVICE=opencl RUN_ARGS="--scale 0.1 --size-scale 0.01" OUT=/tmp/p bash benchmarks/gpu.sh gpu_suite
+set -u
+export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+OUT=${OUT:-out}; mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+SITE=""
+if compgen -G ".whl/*.whl" > /dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && SITE=/tmp/site:
+fi
+export PYTHONPATH=$SITE$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}
+export ADAPTUNE_COMMIT=${ADAPTUNE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+echo "$ADAPTUNE_COMMIT" > "$OUT/commit.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv 2>&1 | tee "$OUT/gpu.txt"
+t0=$(date +%s)
+elapsed() { echo "$1 at $(( $(date +%s) - t0 )) s"; }
+
+gpu_suite() {  # round 4 of the GPU suite (issue 15); the report is named after the device (gpu_suite_h100.*)
+  local dev=${DEVICE:-cuda}
+  { time $PY -m benchmarks.gpu_suite.run smoke --device "$dev"; } > "$OUT/smoke.log" 2>&1; tail -4 "$OUT/smoke.log"
+  # shellcheck disable=SC2086  # RUN_ARGS holds several arguments
+  timeout 420 $PY -m benchmarks.gpu_suite.run run --out "$OUT" --device "$dev" ${RUN_ARGS:-} 2>&1 | tail -12
+  $PY -m benchmarks.gpu_suite.run analyse "$OUT/raw.json" --out "$OUT" --jobs 4 \
+      --previous benchmarks/gpu_suite/results/gpu_suite_h100.md 2>&1 \
+      | grep -E "distilled|fraction of oracle|best fixed|share" | head -20
+}
+
+lscat_next() {  # issue 13 / 26: LS-CAT run 6 (see benchmarks/lscat/README.md for the merge afterwards)
+  [ -f data/lscat_work/workset.jsonl ] || { echo "carry data/lscat_work (python -m benchmarks.lscat.workset)"; exit 2; }
+  $PY - "$OUT" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open("data/lscat_h100/kernels.csv", newline="")))
+open(f"{sys.argv[1]}/measured.txt", "w").write("\n".join(r["kernel"] for r in rows) + "\n")
+open(f"{sys.argv[1]}/run5_ok.txt", "w").write("\n".join(r["kernel"] for r in rows
+                                                        if r["run"] == "5" and r["status"] == "ok") + "\n")
+PY
+  timeout 120 $PY -m benchmarks.lscat.examples --out "$OUT/examples.json" --repeats 20 --deadline-s 100
+  timeout 150 $PY -m benchmarks.lscat.measure --work data/lscat_work --out "$OUT/run5b" --include "$OUT/run5_ok.txt" \
+      --batches 5 --batch-us 100 --deadline-s 120
+  timeout 270 $PY -m benchmarks.lscat.measure --work data/lscat_work --out "$OUT/run6" --exclude "$OUT/measured.txt" \
+      --rule index --batches 5 --batch-us 100 --deadline-s 230
+  ls -la "$OUT" "$OUT"/run*
+}
+
+transfer() {  # issue 12 / 26: one device's labels and proxies for the cross-device study
+  local tag=${1:?usage: gpu.sh transfer TAG (h100 or h200)}
+  timeout "${LABEL_CAP:-420}" $PY -m benchmarks.transfer.labels --device "${DEVICE:-cuda}" --out "$OUT" --tag "$tag" \
+      --size-scale 0.05 --seed 2024 --benchmarks spmv histogram sort bfs 2>&1 | tail -40
+  elapsed "labels done"
+  if command -v ncu > /dev/null 2>&1; then
+    timeout "${NCU_CAP:-150}" ncu --csv --target-processes all --launch-count "${NCU_LAUNCHES:-600}" \
+      --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__t_set_accesses_pipe_lsu_mem_global_op_atom.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,gpu__time_duration.sum \
+      $PY -m benchmarks.gpu_suite.run smoke --device cuda > "$OUT/counters_$tag.csv" 2> "$OUT/counters_$tag.err"
+    elapsed "ncu rc $?"
+  else
+    echo "no ncu on this machine: no profiler counters" | tee "$OUT/counters_$tag.txt"
+  fi
+}
+
+distributed() {  # 2 GPUs (nvidia-h200-x2 / h100-x2); Ray travels as a slimmed copy of its wheel
+  local whl=${1:?usage: gpu.sh distributed WHEELS_DIR}
+  mkdir -p /tmp/ray_site /tmp/whl_site
+  tar xJf "$whl/ray_slim.tar.xz" -C /tmp/ray_site || echo "ray unpack failed"
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/whl_site "$whl"/*.whl \
+    || echo "wheel install failed"
+  export PYTHONPATH=$PYTHONPATH:/tmp/ray_site:/tmp/whl_site
+  # every process compiles its own kernels: a later run must not load what an earlier one left in CuPy's
+  # disk cache (a first run gave the 2-worker labelling a 3.2x "speed-up" that way)
+  export CUPY_CACHE_IN_MEMORY=1
+  nvidia-smi -L
+  [ "${MATMUL:-1}" = 1 ] && timeout "${MATMUL_CAP:-200}" $PY -m benchmarks.distributed.run gpu \
+      --sample "${SAMPLE:-200}" --max-seconds "${MAX_SECONDS:-150}" --out "$OUT" && elapsed "matmul part done"
+  [ "${LABELLING:-1}" = 1 ] && timeout "${LABELLING_CAP:-200}" $PY -m benchmarks.gpu_suite.ray_labelling \
+      --gpus 1 2 --benchmarks ${BENCHES:-spmv histogram sort bfs} --out "$OUT" && elapsed "labelling part done"
+  [ "${COMPILE:-0}" = 1 ] && timeout "${COMPILE_CAP:-150}" $PY -m benchmarks.distributed.run compile \
+      --sample "${COMPILE_SAMPLE:-60}" --compile-workers "${COMPILE_WORKERS:-8}" --out "$OUT" && elapsed "compile done"
+  [ "${REPLAY:-0}" = 1 ] && timeout 100 $PY -m benchmarks.distributed.run replay --jobs 30 --repeats 25 \
+      --max-evals 100 --out "$OUT"
+  return 0
+}
+
+kernel_tuner() {  # CUDA backend tests, adaptune vs Kernel Tuner (CUDA), full recorded spaces of two examples
+  $PY -m pytest -q -x tests/test_backends_cuda.py 2>&1 | tail -5
+  timeout 540 $PY -m benchmarks.vs_kernel_tuner.run benchmarks/vs_kernel_tuner/specs/matmul_h100_t1.json \
+      --backend cuda --out "$OUT" --db "$OUT/h100.db"
+  for ex in reduction convolution; do
+    timeout 280 $PY -m adaptune tune "examples/$ex/problem.py" --backend cuda --repeats 5 --db "$OUT/h100.db" \
+        --json --timeout 5 | tee "$OUT/tune_$ex.json"
+  done
+  $PY -m adaptune show --db "$OUT/h100.db" --top 3
+}
+
+target=${1:?usage: bash benchmarks/gpu.sh <study>[.<part>] [args...] | <recipe> [args...] (see the header)}
+shift
+case "$target" in
+  gpu_suite|lscat_next|transfer|distributed|kernel_tuner) "$target" "$@" ;;
+  *)
+    module="benchmarks.${target%%.*}.$([ "${target#*.}" = "$target" ] && echo run || echo "${target#*.}")"
+    case " $* " in
+      *" --out "*|*" --out="*) $PY -m "$module" "$@" ;;
+      *) $PY -m "$module" "$@" --out "$OUT/${target%%.*}" ;;
+    esac ;;
+esac
+elapsed "all done"

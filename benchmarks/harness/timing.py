@@ -1,0 +1,79 @@
+"""One timer for every study: wall clock (+ sync) on the host, CUDA events on a GPU.
+
+Set-up stays outside: pass a function that does only the timed work. Results are summaries in
+seconds (p50/p10/p90/min/max) with the raw samples, so every study reports spread the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+
+def summarize(samples_s: Sequence[float]) -> dict:
+    """Percentiles of samples given in seconds."""
+    arr = np.asarray(samples_s, dtype=float)
+    if arr.size == 0:
+        raise ValueError("no samples to summarize")
+    p10, p50, p90 = np.percentile(arr, [10, 50, 90])
+    return {"p50": float(p50), "p10": float(p10), "p90": float(p90), "min": float(arr.min()),
+            "max": float(arr.max()), "samples": [float(x) for x in arr]}
+
+
+def time_host(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 7, number: int = 1,
+              sync: Callable[[], Any] | None = None, budget_s: float | None = None,
+              setup: Callable[[], Any] | None = None) -> dict:
+    """Wall time of ``fn()`` in seconds per call.
+
+    ``sync`` runs inside the timed region (e.g. a device synchronize) so asynchronous work counts;
+    ``number`` calls per sample time cheap calls (a dispatch of a few microseconds) above clock noise;
+    ``budget_s`` stops after 3 samples once the samples add up to that long (slow calls); ``setup`` runs
+    before every sample, outside the timed region (e.g. drop a cached result so each sample is a first call).
+    """
+    if repeats < 1 or number < 1:
+        raise ValueError("repeats and number must be at least 1")
+
+    def sample() -> float:
+        if setup is not None:
+            setup()
+        t0 = time.perf_counter_ns()
+        for _ in range(number):
+            fn()
+        if sync is not None:
+            sync()
+        return (time.perf_counter_ns() - t0) * 1e-9 / number
+
+    for _ in range(warmup):
+        sample()
+    return summarize(_collect(sample, repeats, budget_s))
+
+
+def time_device(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 7, cupy: Any = None,
+                budget_s: float | None = None) -> dict:
+    """GPU time of ``fn()`` in seconds, between CUDA events on the current stream (needs CuPy)."""
+    if cupy is None:
+        import cupy  # optional: only GPU studies time with events
+    for _ in range(warmup):
+        fn()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+
+    def sample() -> float:
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        return cupy.cuda.get_elapsed_time(start, stop) * 1e-3
+
+    return summarize(_collect(sample, repeats, budget_s))
+
+
+def _collect(sample: Callable[[], float], repeats: int, budget_s: float | None) -> list[float]:
+    samples: list[float] = []
+    for _ in range(repeats):
+        samples.append(sample())
+        if budget_s is not None and len(samples) >= 3 and sum(samples) > budget_s:
+            break
+    return samples

@@ -1,0 +1,1 @@
+"""Study: see README.md."""
