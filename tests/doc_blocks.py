@@ -11,6 +11,9 @@ an HTML comment the rendered page does not show, with a condition from :func:`co
 
     <!-- skip: next if(not cuda, reason="needs an NVIDIA GPU") -->
 
+``absent("path", ...)`` is true when a block's input (the output of a GPU run, a checkout) is not in the
+scratch folder.
+
 Why Sybil: it is a maintained documentation-testing tool that lexes Markdown fences (also inside lists and
 quotes) with their line numbers, gives pytest one item per block with a document's blocks run in order,
 and has a skip directive with a condition and a reason. Its evaluators are pluggable, which is what is
@@ -25,6 +28,7 @@ import functools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -37,8 +41,9 @@ from sybil.parsers.markdown.lexers import RawFencedCodeBlockLexer
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = ("README.md", "docs/*.md", "examples/README.md")
-#: Seconds one block may run: the docs show things a reader can run quickly.
-TIMEOUT_S = 180
+#: Seconds one block may run: the docs show things a reader can run quickly (ADAPTUNE_DOCS_TIMEOUT_S raises it
+#: on a machine shared with other work).
+TIMEOUT_S = float(os.environ.get("ADAPTUNE_DOCS_TIMEOUT_S", 180))
 #: Fence languages that are shown, never run.
 INERT = frozenset({"text", "json", "toml", "csv", "markdown", "diff", "ini", "yaml"})
 #: Blocks evaluated in this session ("path:line"); skipped ones never reach the evaluator.
@@ -67,7 +72,7 @@ def _venv_ready() -> bool:
 @functools.cache
 def conditions() -> dict[str, bool]:
     """Names the skip directives' conditions may use."""
-    return {"cuda": _cuda_present(), "cluster": bool(os.environ.get("RAY_ADDRESS")),
+    return {"cuda": _cuda_present(), "cluster": bool(os.environ.get("RAY_ADDRESS") and os.environ.get("ADAPTUNE_DB")),
             "venv_ready": _venv_ready()}
 
 
@@ -110,13 +115,18 @@ def evaluate_block(example: Example) -> str | None:
         return (f"{where}: a fence marked {language or 'with no language'!r}: mark a block a reader runs "
                 "`python` or `bash`, and sketches or output `text`")
     work = example.namespace["workdir"]
+    # its own session, so a block that runs out of time is killed with every process it started
+    proc = subprocess.Popen(_command(language, source, work, example.line), cwd=work, env=_environment(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
     try:
-        proc = subprocess.run(_command(language, source, work, example.line), cwd=work, env=_environment(),
-                              capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
+        out, err = proc.communicate(timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return f"{where}: still running after {TIMEOUT_S} s (docs should show what runs quickly)"
     if proc.returncode != 0:
-        return f"{where}: exit code {proc.returncode}\n{proc.stdout[-1500:]}\n{proc.stderr[-3000:]}"
+        return f"{where}: exit code {proc.returncode}\n{out[-1500:]}\n{err[-3000:]}"
     return None
 
 
@@ -138,8 +148,10 @@ class FenceParser:
 
 
 def _setup(namespace: dict) -> None:
+    work = _scratch_copy()
     namespace.update(conditions())
-    namespace["workdir"] = _scratch_copy()
+    namespace["workdir"] = work
+    namespace["absent"] = lambda *paths: not all((work / p).exists() for p in paths)  # inputs a block needs
 
 
 def _teardown(namespace: dict) -> None:
