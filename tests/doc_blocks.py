@@ -109,7 +109,8 @@ def _command(language: str, source: str, work: Path, line: int) -> list[str]:
 def evaluate_block(example: Example) -> str | None:
     """Run one block; a returned string is Sybil's failure message."""
     language, source = example.parsed
-    where = f"{Path(example.path).relative_to(ROOT)}:{example.line}"
+    path = Path(example.path)
+    where = f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{example.line}"
     RAN.append(where)
     if language not in ("python", "bash", "sh"):
         return (f"{where}: a fence marked {language or 'with no language'!r}: mark a block a reader runs "
@@ -170,16 +171,17 @@ def is_doc_item(nodeid: str) -> bool:
 
 def summary_lines(stats: dict[str, list]) -> list[str]:
     """'N run, M skipped' for the documentation blocks, with each skip reason and its count."""
+    ran = [where for where in RAN if is_doc_item(where.rsplit(":", 1)[0])]
     failed = [r for r in stats.get("failed", []) if is_doc_item(r.nodeid)]
     skipped = [r for r in stats.get("skipped", []) if is_doc_item(r.nodeid)]
-    if not (RAN or skipped):
+    if not (ran or skipped):
         return []
     reasons: dict[str, int] = {}
     for report in skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         reason = reason.removeprefix("Skipped: ")
         reasons[reason] = reasons.get(reason, 0) + 1
-    lines = [f"documentation blocks: {len(RAN)} run ({len(RAN) - len(failed)} passed, {len(failed)} failed), "
+    lines = [f"documentation blocks: {len(ran)} run ({len(ran) - len(failed)} passed, {len(failed)} failed), "
              f"{len(skipped)} skipped"]
     lines += [f"  skipped {n}: {reason}" for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1])]
     return lines
