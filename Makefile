@@ -18,11 +18,11 @@ demo: $(STAMP)
 	$(BIN)/python -m adaptune.demo
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples conftest.py
 	$(BIN)/python -m pytest -q    # tests/ and the documentation's blocks (pyproject's testpaths)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples conftest.py
 
 clean:
 	rm -rf $(VENV) demo_out
