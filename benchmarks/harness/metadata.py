@@ -6,8 +6,12 @@ import datetime as dt
 import os
 import platform
 import subprocess
+import sys
+import time
 from importlib import metadata
 from pathlib import Path
+
+from adaptune.adaptive.device_features import cpu_device
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,16 +38,6 @@ def _dirty() -> bool | None:
     return None if status is None else bool(status)
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _versions() -> dict[str, str]:
     found = {}
     for name in KEY_PACKAGES:
@@ -61,9 +55,19 @@ def run_metadata(device: str | None = None) -> dict:
         "dirty": _dirty(),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "host": platform.node(),
-        "cpu": _cpu_model(),
+        "cpu": cpu_device().name,
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "packages": _versions(),
         "device": device,
     }
+
+
+def study_meta(module: str, started: float, argv: list[str] | None = None) -> dict:
+    """The short provenance a study's report prints: date, commit, host, Python, seconds since ``started``
+    (``time.perf_counter()``), the load at the end and the command that reproduces it."""
+    args = sys.argv[1:] if argv is None else argv
+    return {"date": dt.date.today().isoformat(), "commit": git_commit(),
+            "host": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs",
+            "python": platform.python_version(), "seconds": round(time.perf_counter() - started, 1),
+            "load_end": round(os.getloadavg()[0], 2), "command": f"python -m {module} " + " ".join(args)}

@@ -58,3 +58,16 @@ def write_results(out_dir: str | Path, name: str, data: Mapping[str, Any], *,
         parts += ["", notes.strip(), ""]
     (out / f"{name}.md").write_text("\n".join(parts).rstrip() + "\n")
     return path
+
+
+def finish_study(out_dir: str | Path, name: str, data: dict[str, Any], *, markdown: Any, plot: Any = None,
+                 meta: Mapping[str, Any] | None = None) -> Path:
+    """The end of a study's run: ``data["meta"] = meta``, JSON + markdown (``markdown(data)``), the chart
+    (``plot(data, png_path)``) and the report on stdout. Returns the JSON path."""
+    if meta is not None:
+        data["meta"] = dict(meta)
+    path = write_results(out_dir, name, data, table=markdown(data))
+    if plot is not None:
+        plot(data, path.with_suffix(".png"))
+    print(path.with_suffix(".md").read_text())
+    return path

@@ -17,12 +17,12 @@ import dataclasses
 import gzip
 import json
 import math
-import platform
 import time
 from pathlib import Path
 
 import numpy as np
 
+from adaptune.adaptive.device_features import cpu_device
 from adaptune.predict import corpus, features, metric, model, sequence
 from benchmarks.harness import git_commit, parse_study_args, study_parser
 
@@ -274,16 +274,6 @@ Noise then: twin shapes differ by a median of 2.5 % (p90 14.5 %); oracle via twi
 """
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def score_sequence(s: model.Samples, groups: np.ndarray, texts: dict[str, str], seeds: int,
                    cfg: sequence.SeqConfig, on_seed=None) -> tuple[dict, list[np.ndarray]]:
     """The token-sequence model on the forests' folds and seeds (``model.group_folds``), one torch thread.
@@ -304,7 +294,7 @@ def score_sequence(s: model.Samples, groups: np.ndarray, texts: dict[str, str], 
                      "score_most_common": metric.score(s.perf, common), "seconds": time.time() - t1})
         summary = {k: _mean_sd([r[k] for r in runs]) for k in runs[0]}
         summary.update({"per_seed": [r["score_model"] for r in runs], "seeds_done": len(runs),
-                        "wall_s": time.time() - t0, "cpu": _cpu_name(), "torch_threads": torch.get_num_threads(),
+                        "wall_s": time.time() - t0, "cpu": cpu_device().name, "torch_threads": torch.get_num_threads(),
                         "torch": torch.__version__, "config": dataclasses.asdict(cfg),
                         "n_tokens_median": float(np.median([len(v) for v in tokens.values()])),
                         "share_truncated": float(np.mean([len(v) > cfg.max_len for v in tokens.values()]))})

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import benchmarks.lscat.run as lt
+from adaptune.adaptive.device_features import cpu_device
 from adaptune.predict import metric, model, sequence
 from benchmarks.harness import git_commit
 
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"seed {seed}: {r} ({time.time() - t0:.0f}s)", flush=True)
         out = {"note": __doc__.split("\n\n")[0], "seeds": len(runs), "per_seed": runs,
                "mean": {k: float(np.mean([q[k] for q in runs])) for k in runs[0]},
-               "commit": git_commit(), "cpu": lt._cpu_name(), "wall_s": time.time() - t0}
+               "commit": git_commit(), "cpu": cpu_device().name, "wall_s": time.time() - t0}
         Path(a.out).write_text(json.dumps(out, indent=1))
 
 

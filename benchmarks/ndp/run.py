@@ -1,6 +1,6 @@
 """Surge-style NDP computations (adaptune.lang.ndp) against hand-written kernels and CuPy/CUB, with selection.
 
-    python -m benchmarks.ndp.run --profile smoke                 # PoCL, scale 0.04 -> out/ndp/ndp_pocl.json
+    python -m benchmarks.ndp.run --profile smoke                 # PoCL, SpMV, scale 0.04 -> out/ndp/ndp_pocl.json
     python -m benchmarks.ndp.run --device cuda --out $OUT        # the H100 run -> $OUT/ndp_h100.json
     python -m benchmarks.ndp.run --report out/ndp/ndp_pocl.json  # markdown + PNG next to a results JSON
 
@@ -825,7 +825,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", default="auto", help="selection model kind (adaptive layer), default auto")
     p.add_argument("--reanalyse", help="refit the selection from the records of an existing results JSON")
     p.add_argument("--report", help="write markdown + PNG next to an existing results JSON and exit")
-    args = parse_study_args(p, argv, smoke={"device": "opencl", "scale": 0.04})
+    args = parse_study_args(p, argv, smoke={"device": "opencl", "scale": 0.04, "parts": ["spmv"]})
     MODEL["kind"] = args.model
     if args.reanalyse:
         reanalyse(Path(args.reanalyse))

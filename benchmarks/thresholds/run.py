@@ -11,7 +11,7 @@ test on all. Every number says whether it is live or replayed.
     python -m benchmarks.thresholds.run --device opencl                  # live on PoCL -> out/thresholds/
     python -m benchmarks.thresholds.run --device cuda --out $OUT         # live on a GPU
     python -m benchmarks.thresholds.run --replay benchmarks/thresholds/results/thresholds_h100/timings_cuda.json
-    python -m benchmarks.thresholds.run --profile smoke    # replay the committed PoCL timings, 1 seed (seconds)
+    python -m benchmarks.thresholds.run --profile smoke    # replay the committed PoCL matmul timings, 1 seed
 
 Writes OUT/timings_<device>.json (live) and OUT/thresholds_<device>.json (h100, pocl, ...); the committed
 results (benchmarks/thresholds/results/thresholds.json) merge several devices (``--merge``).
@@ -341,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("opencl", "cuda"), default="opencl")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--programs", nargs="+", default=["matmul", "mlp"], choices=("matmul", "mlp"),
+                    help="programs to tune (replay)")
     ap.add_argument("--replay", default=None, help="timings JSON from an earlier --record run")
     ap.add_argument("--record-only", action="store_true")
     ap.add_argument("--merge", default=None, help="also merge the experiments into this results JSON "
@@ -348,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--live-check", default=None, help="results JSON: re-time its chosen assignments live")
     ap.add_argument("--attach-live", nargs=2, metavar=("LIVE_JSON", "RESULTS_JSON"), default=None,
                     help="fold a --live-check output into a results file")
-    args = parse_study_args(ap, argv, smoke={"replay": str(SMOKE_TIMINGS), "seeds": 1})
+    args = parse_study_args(ap, argv, smoke={"replay": str(SMOKE_TIMINGS), "seeds": 1, "programs": ["matmul"]})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     run = run_metadata(device=args.device)
@@ -375,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                         "kind": rec["kind"], "repeats": args.repeats, "seeds": args.seeds,
                         "replayed_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())},
                "experiments": []}
-    for pname in ("matmul", "mlp"):
+    for pname in args.programs:
         if "timings" not in rec["programs"].get(pname, {}):
             results["experiments"].append({"program": pname, "error": rec["programs"].get(pname, {}).get("error")})
             continue

@@ -26,17 +26,15 @@ A constraint-refused variant (ELL, DIA, shared histograms) costs what the benchm
 
 from __future__ import annotations
 
-import datetime
 import json
-import os
-import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 from adaptune.adaptive.models import fit_model, fraction_of_oracle
 from adaptune.adaptive.transfer import PROXY_FEATURES_MEASURED, MTLSelector, p_dfs
-from benchmarks.harness import git_commit, parse_study_args, study_parser
+from benchmarks.harness import finish_study, parse_study_args, study_meta, study_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -114,8 +112,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="gpu_suite raw.json labels of each device (default: the committed H100, H200, PoCL)")
     ap.add_argument("--proxies", default=str(ROOT / "data" / "devices" / "proxy_features.json"))
     args = parse_study_args(ap, argv, smoke=SMOKE)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    stem = str(Path(args.out) / "transfer_devices")
+    t0 = time.perf_counter()
     raws = [load(p) for p in args.raws]
     if len(raws) < 3:
         raise SystemExit("train on the others, test on one: give at least three raw files")
@@ -175,15 +172,9 @@ def main(argv: list[str] | None = None) -> None:
                   f"fixed {res['best_fixed']:.4f}", flush=True)
         out["benchmarks"][bname] = {"variants": common, "fallback": FALLBACK[bname], "p_dfs_features": pdfs,
                                     "per_target": per}
-    commit = git_commit()
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
-                   "labels": {n: {"date": r["date"], "commit": r["commit"]} for n, r in zip(names, raws, strict=True)},
-                   "load": [round(x, 2) for x in os.getloadavg()],
-                   "command": "python -m benchmarks.transfer.devices " + " ".join(sys.argv[1:])}
-    Path(stem + ".json").write_text(json.dumps(out, indent=1))
-    Path(stem + ".md").write_text(markdown(out))
-    plot(out, Path(stem + ".png"))
-    print(Path(stem + ".md").read_text())
+    labels = {n: {"date": r["date"], "commit": r["commit"]} for n, r in zip(names, raws, strict=True)}
+    finish_study(args.out, "transfer_devices", out, markdown=markdown, plot=plot,
+                 meta={**study_meta("benchmarks.transfer.devices", t0), "labels": labels})
 
 
 def short(name: str) -> str:

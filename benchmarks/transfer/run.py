@@ -22,11 +22,6 @@ Default OUT: out/transfer/; the committed run is benchmarks/transfer/results/.
 
 from __future__ import annotations
 
-import datetime
-import json
-import os
-import platform
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -44,7 +39,7 @@ from adaptune.adaptive.transfer import (
     reuse_matrix,
 )
 from adaptune.search import Replay, make_strategy
-from benchmarks.harness import git_commit, parse_study_args, study_parser
+from benchmarks.harness import finish_study, parse_study_args, study_meta, study_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 GPUS = ("A100", "A4000", "A6000", "MI250X", "W6600", "W7800")
@@ -99,8 +94,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cap", type=int, default=400)
     ap.add_argument("--jobs", type=int, default=2)
     args = parse_study_args(ap, argv, smoke=SMOKE)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    stem = str(Path(args.out) / "transfer")
     t0 = time.perf_counter()
     sp = spaces()
     x = config_features(replays()["A100"].space)
@@ -159,18 +152,11 @@ def main(argv: list[str] | None = None) -> None:
     out["warm_over_cold"] = round(warm_mean / cold_mean, 4)
     out["targets"] = {"zero_shot_mean_ge_0.90": out["zero_shot_mean"]["consensus"] >= 0.90,
                       "warm_le_half_of_cold": out["warm_over_cold"] <= 0.5}
-    commit = git_commit()
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
-                   "host": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs",
-                   "python": sys.version.split()[0], "seconds": round(time.perf_counter() - t0, 1),
-                   "command": "python -m benchmarks.transfer.run " + " ".join(sys.argv[1:])}
-    Path(stem + ".json").write_text(json.dumps(out, indent=1))
-    write_markdown(out, Path(stem + ".md"))
-    plot(out, Path(stem + ".png"))
-    print(Path(stem + ".md").read_text())
+    finish_study(args.out, "transfer", out, markdown=markdown, plot=plot,
+                 meta=study_meta("benchmarks.transfer.run", t0))
 
 
-def write_markdown(out: dict, path: Path) -> None:
+def markdown(out: dict) -> str:
     m = out["meta"]
     z = out["zero_shot"]
     lines = ["# Transfer to an unseen GPU: leave one GPU out on the six recorded convolution spaces", "",
@@ -207,7 +193,7 @@ def write_markdown(out: dict, path: Path) -> None:
               f"Targets: zero-shot mean >= 0.90: **{'met' if out['targets']['zero_shot_mean_ge_0.90'] else 'missed'}**"
               f" ({zm['consensus']:.3f}); warm <= half of cold: "
               f"**{'met' if out['targets']['warm_le_half_of_cold'] else 'missed'}** ({out['warm_over_cold']:.2f}).", ""]
-    path.write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 def plot(out: dict, path: Path) -> None:

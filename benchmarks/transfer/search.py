@@ -25,10 +25,7 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import datetime
 import json
-import platform
-import sys
 import time
 from pathlib import Path
 
@@ -36,7 +33,7 @@ import numpy as np
 
 from adaptune.adaptive.transfer import ConfigTransfer, config_features
 from adaptune.search import make_strategy
-from benchmarks.harness import git_commit, parse_study_args, study_parser
+from benchmarks.harness import parse_study_args, study_meta, study_parser, write_results
 from benchmarks.transfer.run import GPUS, evals_until_095, replays, spaces
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,17 +109,11 @@ def main(argv: list[str] | None = None) -> None:
     ratios = [per_seed["warm"][r] / per_seed["auto"][r] for r in range(args.repeats)]
     out["warm_over_cold_per_seed"] = {"min": round(min(ratios), 4), "median": round(float(np.median(ratios)), 4),
                                       "max": round(max(ratios), 4)}
-    commit = git_commit()
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
-                   "host": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs (shared)",
-                   "python": sys.version.split()[0], "seconds": round(time.perf_counter() - t0, 1),
-                   "load_end": round(os.getloadavg()[0], 2),
-                   "command": "python -m benchmarks.transfer.search " + " ".join(sys.argv[1:])}
-    Path(stem + ".json").write_text(json.dumps(out, indent=1))
-    write_markdown(out, Path(stem + ".md"))
+    out["meta"] = {**study_meta("benchmarks.transfer.search", t0)}
+    path = write_results(args.out, Path(stem).name, out, table=markdown(out))
     if not args.no_update and (Path(args.out) / "transfer.json").exists():
         update_transfer(out, Path(args.out) / "transfer.json", stem)
-    print(Path(stem + ".md").read_text())
+    print(path.with_suffix(".md").read_text())
 
 
 def update_transfer(out: dict, path: Path, stem: str = "transfer_search") -> None:
@@ -145,7 +136,7 @@ def update_transfer(out: dict, path: Path, stem: str = "transfer_search") -> Non
     path.write_text(json.dumps(t, indent=1))
 
 
-def write_markdown(out: dict, path: Path) -> None:
+def markdown(out: dict) -> str:
     m = out["meta"]
     lines = ["# Evaluations to 0.95 of the optimum, leave one GPU out (six recorded convolution spaces)", "",
              f"- date {m['date']}, commit {m['commit']}, {m['host']}: replay of the records, no GPU; "
@@ -164,7 +155,7 @@ def write_markdown(out: dict, path: Path) -> None:
               f"warm / cold per seed (mean over GPUs): min {out['warm_over_cold_per_seed']['min']:.2f}, median "
               f"{out['warm_over_cold_per_seed']['median']:.2f}, max {out['warm_over_cold_per_seed']['max']:.2f}; "
               f"bat / cold {out['bat_over_cold']:.2f}.", ""]
-    path.write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -16,10 +16,6 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # boosting's OpenMP threads fight on a shared host
 
-import datetime
-import json
-import platform
-import sys
 import time
 from pathlib import Path
 
@@ -34,7 +30,7 @@ from adaptune.adaptive.zero_shot import (
     method_similarity,
     nested_select,
 )
-from benchmarks.harness import git_commit, parse_study_args, study_parser
+from benchmarks.harness import finish_study, parse_study_args, study_meta, study_parser
 from benchmarks.transfer.run import ALL_FEATURES, GPUS, replays, spaces
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,8 +77,6 @@ SMOKE: dict = {}
 def main(argv: list[str] | None = None) -> None:
     ap = study_parser("transfer", __doc__.splitlines()[0])
     args = parse_study_args(ap, argv, smoke=SMOKE)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    stem = str(Path(args.out) / "transfer_zero_shot")
     t0 = time.perf_counter()
     sp = spaces()
     x = config_features(replays()["A100"].space)
@@ -121,15 +115,8 @@ def main(argv: list[str] | None = None) -> None:
            "nested_mean_without_a100": round(float(np.mean([nested[g]["fraction"] for g in GPUS if g != "A100"])), 4)}
     out["boosted_vendor_sensitivity"] = {k: {**v, "mean": round(float(np.mean(list(v.values()))), 4)}
                                          for k, v in sens.items()}
-    commit = git_commit()
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
-                   "host": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs",
-                   "seconds": round(time.perf_counter() - t0, 1),
-                   "command": "python -m benchmarks.transfer.zero_shot " + " ".join(sys.argv[1:])}
-    Path(stem + ".json").write_text(json.dumps(out, indent=1))
-    Path(stem + ".md").write_text(markdown(out))
-    plot(out, Path(stem + ".png"))
-    print(Path(stem + ".md").read_text())
+    finish_study(args.out, "transfer_zero_shot", out, markdown=markdown, plot=plot,
+                 meta=study_meta("benchmarks.transfer.zero_shot", t0))
 
 
 def markdown(out: dict) -> str:

@@ -32,10 +32,7 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import datetime
 import json
-import platform
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -47,7 +44,7 @@ from adaptune.adaptive.transfer import DeviceSpace, best_of, config_features, cv
 from adaptune.adaptive.zero_shot import BoostedTransfer
 from adaptune.adaptive.zero_shot_models import GPTransfer, PairwiseRank, ceiling
 from adaptune.search.surrogate import informative_columns
-from benchmarks.harness import git_commit, parse_study_args, study_parser
+from benchmarks.harness import parse_study_args, study_meta, study_parser, write_results
 from benchmarks.transfer.run import GPUS, replays, spaces
 from benchmarks.transfer.zero_shot import candidates as round2_candidates
 
@@ -202,14 +199,9 @@ def main(argv: list[str] | None = None) -> None:
         vals = [c["threshold"][key]["best"] for c in out["ceiling"].values()]
         out["ceiling_mean"][f"best_if_all_sources_ge_{key}"] = (round(float(np.mean(vals)), 4)
                                                                if all(v is not None for v in vals) else None)
-    commit = git_commit()
-    out["meta"] = {"date": datetime.date.today().isoformat(), "commit": commit or "unknown",
-                   "host": f"{platform.machine()}, {platform.system()}, {os.cpu_count()} CPUs (shared)",
-                   "seconds_this_run": round(time.perf_counter() - t0, 1), "seconds_per_method": timing,
-                   "command": "python -m benchmarks.transfer.zero_shot_models " + " ".join(sys.argv[1:])}
-    Path(stem + ".json").write_text(json.dumps(out, indent=1))
-    Path(stem + ".md").write_text(markdown(out))
-    print(Path(stem + ".md").read_text())
+    out["meta"] = {**study_meta("benchmarks.transfer.zero_shot_models", t0), "seconds_this_run": round(time.perf_counter() - t0, 1), "seconds_per_method": timing}
+    path = write_results(args.out, Path(stem).name, out, table=markdown(out))
+    print(path.with_suffix(".md").read_text())
 
 
 def markdown(out: dict) -> str:

@@ -10,12 +10,15 @@ import pytest
 
 from benchmarks.harness import (
     device_tag,
+    example_module,
+    finish_study,
     markdown_table,
     output_stem,
     parse_study_args,
     plot_bars,
     plot_lines,
     run_metadata,
+    study_meta,
     study_parser,
     summarize,
     time_device,
@@ -155,3 +158,18 @@ def test_device_tag_names_the_device_not_the_study():
     assert device_tag("pthread-AMD EPYC 7B13") == "pocl"
     assert device_tag("opencl") == "pocl"
     assert device_tag("Radeon Pro X") == "radeon_pro_x"
+
+
+def test_finish_study_writes_report_chart_and_prints(tmp_path, capsys):
+    drawn = []
+    data = {"score": 0.9}
+    path = finish_study(tmp_path, "s_pocl", data, markdown=lambda d: f"# S\n\nscore {d['score']}\n",
+                        plot=lambda d, png: drawn.append(png.name), meta=study_meta("benchmarks.s.run", 0.0, []))
+    assert path == tmp_path / "s_pocl.json" and drawn == ["s_pocl.png"]
+    assert data["meta"]["command"] == "python -m benchmarks.s.run " and data["meta"]["seconds"] > 0
+    assert "score 0.9" in capsys.readouterr().out
+
+
+def test_example_module_loads_an_examples_problem_file():
+    module = example_module("vector_add")
+    assert module.problem_small.name.startswith("vector_add")

@@ -5,11 +5,13 @@ Public names: :class:`CodeVariant`, :func:`evaluate`, :class:`EvaluationReport`,
 """
 
 from adaptune.adaptive.active import learning_curves
-from adaptune.adaptive.code_variant import CodeVariant, TrainReport, cpu_device
+from adaptune.adaptive.code_variant import CodeVariant
+from adaptune.adaptive.device_features import cpu_device
 from adaptune.adaptive.evaluate import EvaluationReport, evaluate
 from adaptune.adaptive.labelling import Input, Label
 from adaptune.adaptive.models import MODEL_KINDS
 from adaptune.adaptive.persist import ModelFileError
+from adaptune.adaptive.training import TrainReport
 
 __all__ = ["MODEL_KINDS", "CodeVariant", "EvaluationReport", "Input", "Label", "ModelFileError", "TrainReport",
            "cpu_device", "evaluate", "learning_curves"]

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from sklearn.preprocessing import MinMaxScaler
 
 from adaptune.adaptive.compiled import compile_predictor, predict_many
+from adaptune.adaptive.dataset import LabelledSet
 from adaptune.adaptive.models import FittedModel, fit_model, margins
-
-if TYPE_CHECKING:
-    from adaptune.adaptive.dataset import LabelledSet
 
 SELECTIONS = ("bvsb", "random")
 

@@ -9,11 +9,9 @@ operations, no scikit-learn call), checks the chosen variant's constraint and ru
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import inspect
 import math
-import platform
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,18 +21,14 @@ from typing import Any
 import numpy as np
 
 from adaptune.adaptive.compiled import ModelParams, Predictor, compile_predictor
-from adaptune.adaptive.dataset import LabelledSet
+from adaptune.adaptive.device_features import cpu_device
 from adaptune.adaptive.features import FeatureSet, PendingFeatures
-from adaptune.adaptive.labelling import (
-    Label,
-    MeasureOptions,
-    MemoryCache,
-    StoreCache,
-    as_inputs,
-    outputs_match,
-)
-from adaptune.adaptive.models import MODEL_KINDS, FittedModel, choose_model, fit_model
+from adaptune.adaptive.labelling import Label, MemoryCache, StoreCache, outputs_match
+from adaptune.adaptive.persist import ModelFileError, load_into, read_document, save_model
+from adaptune.adaptive.training import TrainReport, train_code_variant
 from adaptune.records import DeviceInfo, Result
+
+__all__ = ["CodeVariant", "TrainReport", "cpu_device", "load_code_variant"]
 
 Objective = str | Callable[[Mapping[str, float]], float]
 _array, _float = np.array, float  # module-level names: one dict look-up on the dispatch path
@@ -69,45 +63,6 @@ class _Dispatch:
     kind: str
     provenance: dict[str, Any]
     feature_fns: tuple[Callable[..., float], ...] = ()
-
-
-@dataclass
-class TrainReport:
-    """What training did: the model, its cross-validated quality, and what it cost to label."""
-
-    model: str
-    labels: list[str]
-    labels_used: int
-    inputs: list[str]
-    cv_fraction_of_oracle: float | None
-    model_scores: dict[str, float]
-    hyperparameters: dict[str, Any]
-    measured: int
-    reused: int
-    failures: list[dict[str, str]]
-    wall_s: float
-    learning_curve: list[dict[str, Any]] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return asdict(self)
-
-
-def cpu_device() -> DeviceInfo:
-    """This machine's CPU as a device record (labels are only valid on the device that measured them)."""
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import os
-
-    return DeviceInfo(name=name, platform="cpu", driver=platform.python_version(),
-                      properties={"cores": os.cpu_count() or 0})
 
 
 class CodeVariant:
@@ -396,6 +351,7 @@ class CodeVariant:
         """Where labels live: ``None`` in memory; a path, URL or Store: the results store."""
         if db is None:
             return MemoryCache()
+        # the storage layer (SQLAlchemy) only when labels are kept: a program that only dispatches never loads it
         from adaptune.store import Store
 
         store = db if isinstance(db, Store) else Store(db)
@@ -419,81 +375,20 @@ class CodeVariant:
         cluster at ``address``, else a local one; docs/distributed.md), one input per call, ``ray_gpus`` GPUs
         per actor (None: one each when the cluster has GPUs).
         """
-        import time
-
-        from adaptune.adaptive.active import active_learn
-
-        if not self._variants:
-            raise ValueError(f"{self.name!r} has no variants to train")
-        if not self.feature_names:
-            raise ValueError(f"{self.name!r} has no features: register some with cv.feature(...)")
-        if model != "auto" and model not in MODEL_KINDS:
-            raise ValueError(f"unknown model {model!r}; choose one of: auto, {', '.join(MODEL_KINDS)}")
-        t0 = time.perf_counter()
-        pool = as_inputs(inputs)
-        if not pool:
-            raise ValueError("no training inputs")
-        cache = self.open_cache(db)
-        options = MeasureOptions(repeats=repeats, warmup=warmup, min_sample_ms=min_sample_ms,
-                                 max_call_ms=max_call_ms, verify=bool(self.verify))
-        lset = LabelledSet(self, pool, cache, options, search_budget=search_budget, seed=seed,
-                           progress=progress, description=f"{self.name}: labelling", executor=executor,
-                           address=address, ray_gpus=ray_gpus)
-        curve = None
-        if active:
-            held = None
-            if holdout is not None:
-                held = LabelledSet(self, as_inputs(holdout), cache, options, search_budget=search_budget,
-                                   seed=seed, progress=progress, description=f"{self.name}: hold-out")
-            result = active_learn(lset, int(active), holdout=held, target=target, kind="svm" if model == "auto"
-                                  else model, seed=seed, progress=progress)
-            rows, curve = result.rows, result.curve
-        else:
-            lset.label()
-            rows = list(range(len(pool)))
-        features = lset.features[rows]
-        costs, runtime = lset.costs(rows)
-        scores: dict[str, float] = {}
-        if model == "auto":
-            fitted, scores = choose_model(features, costs, runtime, seed=seed)
-        else:
-            fitted = fit_model(model, features, costs, runtime, seed=seed)
-            scores = {model: float(fitted.cv_fraction or 0.0)}
-        failures = [{"input": pool[r].name, "label": str(lab), "status": str(res.status), "error": res.error}
-                    for r in rows for lab, res in lset.results[r].items() if not res.ok]
-        provenance = {
-            "device": (self.device or cpu_device()).to_dict(),
-            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-            "inputs": [pool[r].name for r in rows], "model": fitted.kind, "hyperparameters": fitted.hyper,
-            "cv_fraction_of_oracle": fitted.cv_fraction, "repeats": repeats,
-            "objective": self.objective if isinstance(self.objective, str) else "custom",
-        }
-        self._install_fitted(fitted, lset.labels, provenance)
-        measured = lset.measured_now
-        total = sum(len(lset.results[r]) for r in rows)
-        self.last_training = TrainReport(
-            model=fitted.kind, labels=[str(lab) for lab in lset.labels], labels_used=len(rows),
-            inputs=[pool[r].name for r in rows], cv_fraction_of_oracle=fitted.cv_fraction,
-            model_scores=scores, hyperparameters=fitted.hyper, measured=measured,
-            reused=max(0, total - measured), failures=failures, wall_s=time.perf_counter() - t0,
-            learning_curve=curve)
+        self.last_training = train_code_variant(
+            self, inputs, model=model, active=active, target=target, holdout=holdout, db=db, repeats=repeats,
+            warmup=warmup, min_sample_ms=min_sample_ms, max_call_ms=max_call_ms, search_budget=search_budget,
+            seed=seed, progress=progress, executor=executor, address=address, ray_gpus=ray_gpus)
         return self.last_training
-
-    def _install_fitted(self, fitted: FittedModel, labels: Sequence[Label], provenance: dict[str, Any]) -> None:
-        self.install_model(fitted.params, labels, fitted.kind, provenance)
 
     # ------------------------------------------------------------------------------ persistence
 
     def save(self, path: str | Path) -> Path:
         """Write the model as JSON (no code, no pickle): arrays, scaler, names, provenance."""
-        from adaptune.adaptive.persist import save_model
-
         return save_model(self, path)
 
     def load_model(self, path: str | Path) -> None:
         """Install a saved model; refused with a clear message if its features or variants differ."""
-        from adaptune.adaptive.persist import load_into
-
         load_into(self, path)
 
     @classmethod
@@ -505,11 +400,50 @@ class CodeVariant:
         ``features`` may be omitted only if ``variants`` come from a module whose functions carry the
         same names as the saved features (rare); normally pass them (a list in saved order, or by name).
         """
-        from adaptune.adaptive.persist import load_code_variant
-
         return load_code_variant(path, variants, features, constraints, **options)
 
     def __repr__(self) -> str:
         model = self._state.kind if self._state else "untrained"
         return (f"CodeVariant({self.name!r}, variants={self.variant_names}, features={self.feature_names}, "
                 f"model={model})")
+
+
+def _named(items: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    if isinstance(items, Mapping):
+        return dict(items)
+    return {getattr(f, "__name__", ""): f for f in items}
+
+
+def load_code_variant(path: str | Path, variants: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
+                      features: Sequence[Callable[..., float]] | Mapping[str, Callable[..., float]] | None,
+                      constraints: Mapping[Any, Callable[..., bool]] | None, **options: Any) -> CodeVariant:
+    path = Path(path)
+    doc = read_document(path)
+    fns = _named(variants)
+    missing = [v for v in doc["variants"] if v not in fns]
+    if missing:
+        raise ModelFileError(f"{path}: variants {missing} were not passed (got {sorted(fns)})")
+    extra = sorted(set(fns) - set(doc["variants"]))
+    if extra:
+        raise ModelFileError(f"{path}: model was trained without variants {extra}")
+    if features is None:
+        raise ModelFileError(f"{path}: pass features= (the model needs {doc['features']})")
+    if isinstance(features, Mapping):
+        absent = [f for f in doc["features"] if f not in features]
+        if absent:
+            raise ModelFileError(f"{path}: features {absent} were not passed")
+        feature_fns = [(n, features[n]) for n in doc["features"]]
+    else:
+        if len(features) != len(doc["features"]):
+            raise ModelFileError(f"{path}: model needs {len(doc['features'])} features {doc['features']}, "
+                                 f"got {len(features)}")
+        feature_fns = list(zip(doc["features"], features, strict=True))
+    cv = CodeVariant(doc["name"], **options)
+    for vname in doc["variants"]:
+        cv.variant(fns[vname], name=vname, default=vname == doc["default"])
+    for fname, fn in feature_fns:
+        cv.feature(fn, name=fname)
+    for variant, fn in (constraints or {}).items():
+        cv.constraint(variant)(fn)
+    load_into(cv, path)
+    return cv

@@ -12,22 +12,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from adaptune.adaptive.labelling import Input, Label, MeasureOptions, cost, measure_labels
+from adaptune.adaptive.shape import VariantShape
 from adaptune.progress import BestSoFarProgress
 from adaptune.records import Result, Status
-
-if TYPE_CHECKING:
-    from adaptune.adaptive.code_variant import CodeVariant
 
 
 class LabelledSet:
     """Inputs of one code variant with lazily computed features and measured labels."""
 
-    def __init__(self, cv: CodeVariant, inputs: Sequence[Input], cache: Any, options: MeasureOptions,
+    def __init__(self, cv: VariantShape, inputs: Sequence[Input], cache: Any, options: MeasureOptions,
                  *, labels: Sequence[Label] | None = None, search_budget: int = 20, seed: int = 0,
                  progress: bool = True, description: str = "labelling", executor: str | None = None,
                  address: str | None = None, ray_gpus: float | None = None) -> None:
@@ -191,7 +189,7 @@ class LabelledSet:
         return BestSoFarProgress(self.description, total, enabled=self.show_progress)
 
 
-def search_variants(cv: CodeVariant, measure: Any, search_budget: int, seed: int) -> list[Label]:
+def search_variants(cv: VariantShape, measure: Any, search_budget: int, seed: int) -> list[Label]:
     """Best configuration of each variant with a Space on one input: its strategy (ask/tell) under its budget.
 
     ``measure(labels)`` measures (or finds) those labels and returns every result known for the input.
@@ -218,7 +216,7 @@ def search_variants(cv: CodeVariant, measure: Any, search_budget: int, seed: int
     return best
 
 
-def label_input(cv: CodeVariant, args: tuple[Any, ...], labels: Sequence[Label], options: MeasureOptions,
+def label_input(cv: VariantShape, args: tuple[Any, ...], labels: Sequence[Label], options: MeasureOptions,
                 search_budget: int, seed: int, known: dict[Label, Result], search: bool = True
                 ) -> tuple[dict[Label, Result], list[Label]]:
     """One input's labelling in one place (a Ray actor): the searches (if ``search``), then ``labels`` and

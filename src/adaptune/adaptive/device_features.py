@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import platform
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +35,20 @@ DEVICE_FEATURES: tuple[str, ...] = (
 
 LINEAR_FEATURES = frozenset({"vendor_nvidia"})
 """Features used as they are; all others enter a model as log2 (ratios between devices matter)."""
+
+
+def cpu_device() -> DeviceInfo:
+    """This machine's CPU as a device record (labels are only valid on the device that measured them)."""
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return DeviceInfo(name=name, platform="cpu", driver=platform.python_version(),
+                      properties={"cores": os.cpu_count() or 0})
 
 
 class DeviceFeatureError(KeyError):

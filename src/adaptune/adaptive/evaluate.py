@@ -11,16 +11,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from adaptune.adaptive.compiled import predict_many
 from adaptune.adaptive.dataset import LabelledSet
 from adaptune.adaptive.labelling import MeasureOptions, as_inputs
-
-if TYPE_CHECKING:
-    from adaptune.adaptive.code_variant import CodeVariant
+from adaptune.adaptive.shape import VariantShape
 
 BUCKETS = ((0.0, 0.7, "<70%"), (0.7, 0.8, "70-80%"), (0.8, 0.9, "80-90%"), (0.9, math.inf, "90-100%"))
 
@@ -55,7 +53,7 @@ def bucket_counts(fractions: np.ndarray) -> dict[str, int]:
     return {name: int(((fractions >= lo) & (fractions < hi)).sum()) for lo, hi, name in BUCKETS}
 
 
-def evaluate(cv: CodeVariant, inputs: Iterable[Any] | Mapping[str, Any], *, db: Any = None, repeats: int = 7,
+def evaluate(cv: VariantShape, inputs: Iterable[Any] | Mapping[str, Any], *, db: Any = None, repeats: int = 7,
              warmup: int = 1, min_sample_ms: float = 1.0, max_call_ms: float = math.inf,
              search_budget: int = 20, seed: int = 0, progress: bool = True,
              labelled: LabelledSet | None = None) -> EvaluationReport:
@@ -79,7 +77,7 @@ def evaluate(cv: CodeVariant, inputs: Iterable[Any] | Mapping[str, Any], *, db: 
     return score(cv, labelled)
 
 
-def score(cv: CodeVariant, labelled: LabelledSet) -> EvaluationReport:
+def score(cv: VariantShape, labelled: LabelledSet) -> EvaluationReport:
     """Score the installed model on a labelled set (no measurement)."""
     state = cv._require_model()
     _, runtime = labelled.costs()

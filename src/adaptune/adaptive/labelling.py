@@ -18,15 +18,12 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from adaptune.adaptive.shape import VariantShape
 from adaptune.records import Result, Status
-
-if TYPE_CHECKING:
-    from adaptune.adaptive.code_variant import CodeVariant
-
 
 # ------------------------------------------------------------------------------------- labels
 
@@ -231,7 +228,7 @@ class _Runnable:
     metric_samples: list[dict[str, float]] = field(default_factory=list)
 
 
-def measure_labels(cv: CodeVariant, args: tuple[Any, ...], labels: Sequence[Label],
+def measure_labels(cv: VariantShape, args: tuple[Any, ...], labels: Sequence[Label],
                    options: MeasureOptions) -> dict[Label, Result]:
     """Measure ``labels`` on one input: constraints, verification, then interleaved timing."""
     results: dict[Label, Result] = {}
@@ -297,7 +294,7 @@ def measure_labels(cv: CodeVariant, args: tuple[Any, ...], labels: Sequence[Labe
     return results
 
 
-def _rounds(cv: CodeVariant, ready: list[_Runnable], rounds: int, timer: Callable[..., list[float]] | None,
+def _rounds(cv: VariantShape, ready: list[_Runnable], rounds: int, timer: Callable[..., list[float]] | None,
             results: dict[Label, Result]) -> list[_Runnable]:
     """``rounds`` interleaved samples of every label (the order rotated each round); returns the
     labels still running (a label that raises becomes a failed result)."""
@@ -313,7 +310,7 @@ def _rounds(cv: CodeVariant, ready: list[_Runnable], rounds: int, timer: Callabl
     return ready
 
 
-def _near_best(cv: CodeVariant, ready: list[_Runnable], margin: float) -> list[_Runnable]:
+def _near_best(cv: VariantShape, ready: list[_Runnable], margin: float) -> list[_Runnable]:
     """Labels whose median objective is within ``margin`` of the best one (the close calls)."""
     costs = [(_median_cost(cv, r), r) for r in ready if r.samples]
     finite = [(c, r) for c, r in costs if math.isfinite(c)]
@@ -323,20 +320,20 @@ def _near_best(cv: CodeVariant, ready: list[_Runnable], margin: float) -> list[_
     return [r for c, r in finite if c <= best + abs(best) * margin]
 
 
-def _median_result(cv: CodeVariant, r: _Runnable) -> Result:
+def _median_result(cv: VariantShape, r: _Runnable) -> Result:
     observers = {k: statistics.median(m[k] for m in r.metric_samples) for k in r.metric_samples[0]} \
         if r.metric_samples else {}
     return Result.from_samples(r.label.store_config, r.samples, observers=observers)
 
 
-def _median_cost(cv: CodeVariant, r: _Runnable) -> float:
+def _median_cost(cv: VariantShape, r: _Runnable) -> float:
     try:
         return cv.cost_of(_median_result(cv, r))
     except (KeyError, TypeError, ValueError):  # an objective the samples so far cannot give
         return math.inf
 
 
-def _sample(cv: CodeVariant, r: _Runnable, timer: Callable[..., list[float]] | None) -> None:
+def _sample(cv: VariantShape, r: _Runnable, timer: Callable[..., list[float]] | None) -> None:
     """One sample of one label: user metrics, a user timer, or wall time over ``r.number`` calls."""
     if cv.metrics is not None:
         m = {k: float(v) for k, v in cv.metrics(r.call).items()}

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from adaptune.adaptive.compiled import KINDS, ModelParams
 from adaptune.adaptive.labelling import Label
-
-if TYPE_CHECKING:
-    from adaptune.adaptive.code_variant import CodeVariant
+from adaptune.adaptive.shape import VariantShape
 
 FORMAT = "adaptune.code_variant"
 VERSION = 1
@@ -49,7 +46,7 @@ def _jsonable_float(v: float) -> Any:
     return "inf" if v == math.inf else v
 
 
-def to_document(cv: CodeVariant) -> dict[str, Any]:
+def to_document(cv: VariantShape) -> dict[str, Any]:
     params = cv.model_params
     if params is None:
         raise ValueError(f"{cv.name!r} has no model to save: train it first")
@@ -68,7 +65,7 @@ def to_document(cv: CodeVariant) -> dict[str, Any]:
     }
 
 
-def save_model(cv: CodeVariant, path: str | Path) -> Path:
+def save_model(cv: VariantShape, path: str | Path) -> Path:
     path = Path(path)
     doc = to_document(cv)
     tmp = path.with_name(path.name + ".tmp")
@@ -103,7 +100,7 @@ def params_of(doc: dict[str, Any]) -> tuple[ModelParams, list[Label]]:
     return ModelParams(m["kind"], arrays, dict(m.get("scalars", {}))), labels
 
 
-def _check_matches(cv: CodeVariant, doc: dict[str, Any], path: Path) -> None:
+def _check_matches(cv: VariantShape, doc: dict[str, Any], path: Path) -> None:
     if doc["features"] != cv.feature_names:
         raise ModelFileError(f"{path}: model was trained with features {doc['features']}, "
                              f"but {cv.name!r} has {cv.feature_names}")
@@ -116,7 +113,7 @@ def _check_matches(cv: CodeVariant, doc: dict[str, Any], path: Path) -> None:
                              f"but {cv.name!r} has {cv.variant_names}")
 
 
-def load_into(cv: CodeVariant, path: str | Path) -> None:
+def load_into(cv: VariantShape, path: str | Path) -> None:
     path = Path(path)
     doc = read_document(path)
     _check_matches(cv, doc, path)
@@ -125,46 +122,3 @@ def load_into(cv: CodeVariant, path: str | Path) -> None:
         cv.install_model(params, labels, params.kind, doc.get("provenance", {}))
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         raise ModelFileError(f"{path}: model parameters are inconsistent ({type(exc).__name__}: {exc})") from exc
-
-
-def _named(items: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
-    if isinstance(items, Mapping):
-        return dict(items)
-    return {getattr(f, "__name__", ""): f for f in items}
-
-
-def load_code_variant(path: str | Path, variants: Sequence[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
-                      features: Sequence[Callable[..., float]] | Mapping[str, Callable[..., float]] | None,
-                      constraints: Mapping[Any, Callable[..., bool]] | None, **options: Any) -> CodeVariant:
-    from adaptune.adaptive.code_variant import CodeVariant
-
-    path = Path(path)
-    doc = read_document(path)
-    fns = _named(variants)
-    missing = [v for v in doc["variants"] if v not in fns]
-    if missing:
-        raise ModelFileError(f"{path}: variants {missing} were not passed (got {sorted(fns)})")
-    extra = sorted(set(fns) - set(doc["variants"]))
-    if extra:
-        raise ModelFileError(f"{path}: model was trained without variants {extra}")
-    if features is None:
-        raise ModelFileError(f"{path}: pass features= (the model needs {doc['features']})")
-    if isinstance(features, Mapping):
-        absent = [f for f in doc["features"] if f not in features]
-        if absent:
-            raise ModelFileError(f"{path}: features {absent} were not passed")
-        feature_fns = [(n, features[n]) for n in doc["features"]]
-    else:
-        if len(features) != len(doc["features"]):
-            raise ModelFileError(f"{path}: model needs {len(doc['features'])} features {doc['features']}, "
-                                 f"got {len(features)}")
-        feature_fns = list(zip(doc["features"], features, strict=True))
-    cv = CodeVariant(doc["name"], **options)
-    for vname in doc["variants"]:
-        cv.variant(fns[vname], name=vname, default=vname == doc["default"])
-    for fname, fn in feature_fns:
-        cv.feature(fn, name=fname)
-    for variant, fn in (constraints or {}).items():
-        cv.constraint(variant)(fn)
-    load_into(cv, path)
-    return cv

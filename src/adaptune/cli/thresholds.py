@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=cmd_count)
 
     u = tsub.add_parser("tune", help="tune on recorded per-path timings and write a Futhark tuning file")
-    u.add_argument("timings", help="timings JSON written by benchmarks/thresholds_tuning.py (one program's entry "
+    u.add_argument("timings", help="timings JSON written by benchmarks/thresholds/run.py (one program's entry "
                                    "or a whole file with --program)")
     u.add_argument("--program", default=None,
                    help="program inside a benchmark timings file (matmul, mlp; default: none, a one-program file)")

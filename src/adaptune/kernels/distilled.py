@@ -72,7 +72,7 @@ def read_metadata(benchmark: str, *args: Any) -> tuple[float, ...]:
 
 
 def metadata_from_info(benchmark: str, info: dict[str, Any]) -> tuple[float, ...]:
-    """The same host metadata from a recorded input's ``info`` (benchmarks/gpu_suite.py raw.json), so a
+    """The same host metadata from a recorded input's ``info`` (benchmarks/gpu_suite/run.py raw.json), so a
     selector can be distilled from recorded runs; equal to ``read_metadata`` on the live object."""
     if benchmark == "spmv":
         return (info["n_rows"], info["nnz"], info["nnz"] / info["n_rows"], bool(info["ell_built"]),

@@ -16,7 +16,7 @@ arithmetic, with every value assumed non-negative:
   gives no bound (``None``).
 
 It is a heuristic over text, not a C front end: the bounds are what the next H100 run's ``index`` buffer
-rule uses, and ``benchmarks/lscat_indexbound.py`` checks them against the crashes already recorded.
+rule uses, and ``benchmarks/lscat/indexbound.py`` checks them against the crashes already recorded.
 """
 
 from __future__ import annotations

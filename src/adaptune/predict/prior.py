@@ -18,7 +18,7 @@ added: 0/1 switches that name an optional optimisation (``use_*`` such as ``use_
 ``use_padding``, ``use_atomics``, and ``read_only``) prefer 1 — whoever wrote the kernel offered them
 because they are meant to help. Both hand rules were written after seeing the four H100 example spaces
 (``data/lscat_h100/examples_h100.json``), so those examples are no independent test of them; the
-recorded convolution spaces of six other GPUs (``benchmarks/lscat_first_config_hub.py``) are.
+recorded convolution spaces of six other GPUs (``benchmarks/lscat/first_config_hub.py``) are.
 """
 
 from __future__ import annotations

@@ -16,11 +16,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from adaptune.distributed.executor import Completion, Executor, device_kind
+from adaptune.distributed.executor import Completion, Executor, device_kind, make_executor
 from adaptune.progress import BestSoFarProgress
 from adaptune.records import DeviceInfo, Result, Status
 from adaptune.search import make_strategy
 from adaptune.store import Store
+from adaptune.tuning.report import report_from_results
 
 
 @dataclass
@@ -203,9 +204,6 @@ def tune_with_executor(problem, strategy: str, *, executor: Any, n_parallel: int
                        max_evals: int | None, max_seconds: float | None,
                        strategy_options: dict[str, Any] | None, progress: bool, start: float):
     """``tune(..., executor=...)``: the report of the first device kind, the other kinds in ``.others``."""
-    from adaptune.distributed.executor import make_executor
-    from adaptune.tuning.tune import TuneReport
-
     devices = None
     if executor == "local":  # CUDA: n GPUs from ``device`` on; OpenCL/Python: n workers on the one device
         base = int(device) if isinstance(device, int) or str(device).isdigit() else 0
@@ -223,16 +221,8 @@ def tune_with_executor(problem, strategy: str, *, executor: Any, n_parallel: int
     reports = []
     default_index = problem.space.default_index()
     for info, results, reused, _ids, stored in per_kind:
-        ok = [r for r in results if r.ok]
-        best = min(ok, key=lambda r: r.time_ms) if ok else None
         default = None if default_index is None else stored.get(problem.space.key(
             problem.space.config(default_index)))
-        reports.append(TuneReport(
-            problem=problem.name, strategy=strategy, device=info,
-            best=best.config if best else None, best_time_ms=best.time_ms if best else math.inf,
-            default=default.config if default else None,
-            default_time_ms=default.time_ms if default else math.inf,
-            evaluated=len(results), failed=len(results) - len(ok), reused=reused,
-            wall_s=time.perf_counter() - start, db=str(db), results=results))
+        reports.append(report_from_results(problem, strategy, info, results, default, reused, start, db))
     reports[0].others = reports[1:]
     return reports[0]

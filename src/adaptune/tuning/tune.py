@@ -10,88 +10,17 @@ from __future__ import annotations
 import math
 import sys
 import time
-import warnings
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from adaptune.measure import Measurer, MeasureSettings
 from adaptune.progress import BestSoFarProgress
-from adaptune.records import DeviceInfo, Result
+from adaptune.records import Result
 from adaptune.search import make_strategy
 from adaptune.store import Store
+from adaptune.tuning.parallel import tune_with_executor
 from adaptune.tuning.problem import Problem
-
-
-@dataclass
-class TuneReport:
-    """What a tuning run found, and what it cost."""
-
-    problem: str
-    strategy: str
-    device: DeviceInfo
-    best: dict[str, Any] | None
-    best_time_ms: float
-    default: dict[str, Any] | None
-    default_time_ms: float
-    evaluated: int
-    failed: int
-    reused: int
-    wall_s: float
-    db: str
-    results: list[Result] = field(default_factory=list)
-    others: list[TuneReport] = field(default_factory=list)  # other device kinds of a mixed cluster (executor)
-
-    @property
-    def speedup_over_default(self) -> float:
-        if not (math.isfinite(self.best_time_ms) and math.isfinite(self.default_time_ms)):
-            return math.nan
-        return self.default_time_ms / self.best_time_ms
-
-    def top(self, k: int = 5) -> list[Result]:
-        return sorted((r for r in self.results if r.ok), key=lambda r: r.time_ms)[:k]
-
-    def failure_summary(self) -> str | None:
-        """One paragraph when no configuration succeeded: counts per status and the first error verbatim."""
-        if self.best is not None or not self.results:
-            return None
-        counts = ", ".join(f"{n} {status}" for status, n in _status_counts(self.results).items())
-        first = next((r for r in self.results if r.error), None)
-        text = (f"tuning {self.problem!r} found no working configuration: all {len(self.results)} evaluated "
-                f"configurations failed ({counts}).")
-        if first is not None:
-            text += f" The first error ({first.status}, {_config_text(first.config)}):\n{first.error.strip()}"
-        return text
-
-    def to_json(self) -> dict[str, Any]:
-        def finite(x: float) -> float | None:
-            return x if math.isfinite(x) else None
-
-        return {
-            "problem": self.problem, "strategy": self.strategy, "device": self.device.name,
-            "best": self.best, "best_time_ms": finite(self.best_time_ms),
-            "default": self.default, "default_time_ms": finite(self.default_time_ms),
-            "speedup_over_default": finite(self.speedup_over_default),
-            "evaluated": self.evaluated, "failed": self.failed, "reused": self.reused,
-            "wall_s": self.wall_s, "db": self.db,
-            "statuses": _status_counts(self.results),
-            "failure_summary": self.failure_summary(),
-        }
-
-
-class TuningFailedWarning(UserWarning):
-    """Every configuration of a tuning run failed (the warning's text says how)."""
-
-
-def _config_text(config: dict[str, Any]) -> str:
-    return " ".join(f"{k}={v}" for k, v in config.items())
-
-
-def _status_counts(results: list[Result]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[str(r.status)] = counts.get(str(r.status), 0) + 1
-    return counts
+from adaptune.tuning.report import TuneReport, report_from_results, warn_if_all_failed
 
 
 def tune(
@@ -130,13 +59,11 @@ def tune(
     settings = MeasureSettings(repeats=repeats, warmup=warmup, timeout_s=timeout_s, verify=verify,
                                observers=tuple(observers), discard_factor=discard_factor)
     if executor is not None or (n_parallel or 1) > 1:
-        from adaptune.tuning.parallel import tune_with_executor
-
         report = tune_with_executor(problem, strategy, executor=executor or "local", n_parallel=n_parallel,
                                     address=address, device=device, settings=settings, backend=backend, db=db,
                                     seed=seed, max_evals=max_evals, max_seconds=max_seconds,
                                     strategy_options=strategy_options, progress=progress, start=start)
-        _warn_if_all_failed(report)
+        warn_if_all_failed(report)
         return report
     search = make_strategy(strategy, space, seed=seed, **(strategy_options or {}))
     total = min(len(space), max_evals) if max_evals else len(space)
@@ -159,25 +86,9 @@ def tune(
     finally:
         store.close()
 
-    ok = [r for r in results if r.ok]
-    best = min(ok, key=lambda r: r.time_ms) if ok else None
-    report = TuneReport(
-        problem=problem.name, strategy=strategy, device=info,
-        best=best.config if best else None, best_time_ms=best.time_ms if best else math.inf,
-        default=default_result.config if default_result else None,
-        default_time_ms=default_result.time_ms if default_result else math.inf,
-        evaluated=len(results), failed=len(results) - len(ok), reused=reused,
-        wall_s=time.perf_counter() - start, db=str(db), results=results,
-    )
-    _warn_if_all_failed(report)
+    report = report_from_results(problem, strategy, info, results, default_result, reused, start, db)
+    warn_if_all_failed(report)
     return report
-
-
-def _warn_if_all_failed(report: TuneReport) -> None:
-    for one in (report, *report.others):
-        summary = one.failure_summary()
-        if summary:
-            warnings.warn(summary, TuningFailedWarning, stacklevel=3)
 
 
 def _stored_count(store: Store) -> int:
