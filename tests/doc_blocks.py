@@ -45,7 +45,7 @@ DOCUMENTS = ("README.md", "docs/*.md", "examples/README.md")
 #: on a machine shared with other work).
 TIMEOUT_S = float(os.environ.get("ADAPTUNE_DOCS_TIMEOUT_S", 180))
 #: Fence languages that are shown, never run.
-INERT = frozenset({"text", "json", "toml", "csv", "markdown", "diff", "ini", "yaml"})
+INERT = frozenset({"text", "json", "toml", "csv", "markdown", "diff", "ini", "yaml", "mermaid"})
 #: Blocks evaluated in this session ("path:line"); skipped ones never reach the evaluator.
 RAN: list[str] = []
 #: Copied into the scratch folder (blocks may write there); everything else is linked, read-only by use.
