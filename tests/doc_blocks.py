@@ -54,12 +54,10 @@ LINKED = ("src", "data", "docs", "tests", "README.md", ".venv")
 
 
 def _cuda_present() -> bool:
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no CuPy, no driver, no device: all mean "no NVIDIA GPU here"
-        return False
+    """Whether CuPy sees an NVIDIA GPU; asked in a child process, so pytest's own never holds a CUDA context
+    (no CuPy, no driver and no device all mean no)."""
+    probe = "import cupy, sys; sys.exit(0 if cupy.cuda.runtime.getDeviceCount() > 0 else 1)"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, timeout=120).returncode == 0
 
 
 def _venv_ready() -> bool:
@@ -72,8 +70,8 @@ def _venv_ready() -> bool:
 @functools.cache
 def conditions() -> dict[str, bool]:
     """Names the skip directives' conditions may use."""
-    return {"cuda": _cuda_present(), "cluster": bool(os.environ.get("RAY_ADDRESS") and os.environ.get("ADAPTUNE_DB")),
-            "venv_ready": _venv_ready()}
+    cluster = bool(os.environ.get("RAY_ADDRESS") and os.environ.get("ADAPTUNE_DB"))
+    return {"cuda": _cuda_present(), "cluster": cluster, "venv_ready": _venv_ready()}
 
 
 def _scratch_copy() -> Path:
