@@ -28,11 +28,11 @@ chromium:
 		{ echo "the dashboard tests need Debian's chromium: run 'sudo apt-get install chromium'" >&2; exit 1; }
 
 test: opencl chromium
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/ruff check src tests benchmarks examples conftest.py
+	$(BIN)/python -m pytest -q    # tests/ and the documentation's blocks (pyproject's testpaths)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples conftest.py
 
 clean:
 	rm -rf $(VENV) demo_out

@@ -294,3 +294,129 @@ def test_a_run_where_everything_fails_says_why(tmp_path, capsys):
     code = main(["tune", str(spec_file), "--db", str(tmp_path / "b.db"), "--repeats", "1"])
     err = capsys.readouterr().err
     assert code == 1 and "found no working configuration" in err and "undeclared_name" in err
+
+
+def test_the_demo_exits_non_zero_when_everything_fails(tmp_path):
+    """`make demo` on a machine where no configuration works must fail, with the cause in one line."""
+    spec_file = tmp_path / "broken_spec.py"
+    spec_file.write_text(BROKEN_SPEC)
+    proc = subprocess.run([sys.executable, "-m", "adaptune.demo", "--spec", str(spec_file), "--out",
+                           str(tmp_path / "out"), "--repeats", "1"], capture_output=True, text=True,
+                          cwd=tmp_path, env=_env(), timeout=240)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "demo: error: tuning 'broken' found no working configuration" in proc.stderr
+    assert "undeclared_name" in proc.stderr
+
+
+# --- the README's commands, and natural mistakes, as a newcomer makes them ---------------------------
+DATA = Path(__file__).resolve().parents[1] / "data" / "recorded"
+POCL_CACHE, H100_CACHE = DATA / "reduction_2e22_PoCL.json.gz", DATA / "reduction_2e26_H100.json.gz"
+
+
+def _cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "adaptune", *argv], capture_output=True, text=True, cwd=cwd,
+                          env=_env(), timeout=240)
+
+
+def _two_device_db(tmp_path: Path) -> None:
+    for cache in (POCL_CACHE, H100_CACHE):
+        assert _cli("import", str(cache), "--name", "reduction", cwd=tmp_path).returncode == 0
+
+
+def test_export_writes_every_device_and_input_or_the_one_asked_for(tmp_path):
+    _two_device_db(tmp_path)
+    proc = _cli("export", "--problem", "reduction", "--format", "t4", "-o", "red_t4.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    written = sorted(p.name for p in tmp_path.glob("red_t4.*.json"))
+    assert len(written) == 2 and any("H100" in n for n in written), written
+    proc = _cli("export", "--problem", "reduction", "--device", "2", "-o", "one.json", cwd=tmp_path)
+    assert proc.returncode == 0 and (tmp_path / "one.json").exists(), proc.stderr
+    proc = _cli("export", "--problem", "reduction", "--input", "nope", "-o", "x.json", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--input 'nope' matches none" in proc.stderr
+
+
+def test_show_names_the_device_of_each_row(tmp_path):
+    _two_device_db(tmp_path)
+    proc = _cli("show", "--top", "50", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "H100" in proc.stdout and "pthread" in proc.stdout and "device" in proc.stdout
+
+
+def test_compare_reads_a_t4_file_on_kernel_tuners_side_too(tmp_path):
+    pytest.importorskip("kernel_tuner")
+    assert _cli("import", str(POCL_CACHE), cwd=tmp_path).returncode == 0
+    assert _cli("export", "--problem", "reduction_2^22", "--format", "t4", "-o", "red_T4.json",
+                cwd=tmp_path).returncode == 0
+    proc = _cli("compare", str(POCL_CACHE), "red_T4.json", "--strategies", "random", "--kernel-tuner",
+                "random_sample", "--repeats", "1", "--max-evals", "5", "--jobs", "1", "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "red_T4" in proc.stdout and "kernel_tuner" in proc.stdout
+
+
+def test_compare_refuses_an_unreadable_file_up_front_naming_it(tmp_path):
+    (tmp_path / "notes.json.gz").write_text("not gzip")
+    proc = _cli("compare", str(POCL_CACHE), "notes.json.gz", "--kernel-tuner", "random_sample", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "notes.json.gz" in proc.stderr
+
+
+@pytest.mark.parametrize("damage", ["text", "truncated"])
+def test_a_corrupt_database_is_one_line_naming_the_file(tmp_path, damage):
+    if damage == "text":
+        (tmp_path / "bad.db").write_text("hello\n")
+    else:
+        assert _cli("import", str(POCL_CACHE), "--db", "good.db", cwd=tmp_path).returncode == 0
+        (tmp_path / "bad.db").write_bytes((tmp_path / "good.db").read_bytes()[:20000])
+    proc = _cli("show", "--db", "bad.db", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "bad.db" in proc.stderr, proc.stderr
+
+
+def test_a_kernel_source_that_names_a_file_is_read_or_not_found(tmp_path, monkeypatch):
+    """Kernel Tuner's rule: a short string with '.c' and no code characters is a file name."""
+    import adaptune as at
+
+    monkeypatch.chdir(tmp_path)
+    x = np.zeros(16, np.float32)
+    with pytest.raises(FileNotFoundError, match=r"^not found: broken\.cl$"):
+        at.KernelSpec("broken.cl", "scale", [x])
+    (tmp_path / "scale.cl").write_text("__kernel void scale(__global float *x) { x[get_global_id(0)] *= 2.0f; }\n")
+    spec = at.KernelSpec("scale.cl", "scale", [x])
+    assert "x[get_global_id(0)] *= 2.0f" in spec.source_text and spec.lang == "opencl"
+
+
+# --- progress: on by default in a terminal, never in a pipe or a log ---------------------------------
+def _tune_with_stderr_on(stderr_tty: bool, tmp_path: Path) -> str:
+    import pty
+
+    script = TINY_SCRIPT.replace(", progress=False)", ")")  # the default, as a reader writes it
+    if not stderr_tty:
+        proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                              env=_env(), timeout=240)
+        _assert_tuned(proc)
+        return proc.stderr
+    leader, follower = pty.openpty()
+    env = dict(_env(), COLUMNS="120", TERM="xterm")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=follower, text=True,
+                            cwd=tmp_path, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out, _ = proc.communicate(timeout=240)
+    os.close(leader)
+    _assert_tuned(subprocess.CompletedProcess(proc.args, proc.returncode, out, ""))
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_tuning_shows_progress_in_a_terminal_and_none_in_a_pipe(tmp_path):
+    (tmp_path / "tty").mkdir()
+    (tmp_path / "pipe").mkdir()
+    shown = _tune_with_stderr_on(True, tmp_path / "tty")
+    assert "vadd" in shown and "3/3" in shown, shown[-2000:]
+    piped = _tune_with_stderr_on(False, tmp_path / "pipe")
+    assert "3/3" not in piped and "━" not in piped, piped[-2000:]

@@ -7,6 +7,7 @@ configuration, and writes the results database and a PNG plot to ``demo_out/``.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -21,16 +22,18 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "matmul" / "problem
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--out", default="demo_out")
-    ap.add_argument("--strategy", default="auto")
-    ap.add_argument("--max-seconds", type=float, default=90.0, help="wall-clock budget of the search")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--spec", type=Path, default=EXAMPLE,
+                    help="problem file to tune (default: the repository's examples/matmul/problem.py)")
+    ap.add_argument("--out", default="demo_out", help="folder for the database and the plot (default: demo_out)")
+    ap.add_argument("--strategy", default="auto", help="search strategy (default: auto)")
+    ap.add_argument("--max-seconds", type=float, default=30.0, help="wall-clock budget of the search (default: 30)")
+    ap.add_argument("--repeats", type=int, default=5, help="timed runs of each configuration (default: 5)")
     args = ap.parse_args(argv)
 
     console = Console()
-    if not EXAMPLE.exists():
-        raise SystemExit(f"demo: {EXAMPLE} not found (run the demo from a checkout of adaptune)")
-    problem = load_problem(EXAMPLE)
+    if not args.spec.exists():
+        raise SystemExit(f"demo: error: not found: {args.spec} (run the demo from a checkout of adaptune)")
+    problem = load_problem(args.spec)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     console.print(f"[bold]adaptune demo[/bold]: tuning {problem.name} "
@@ -39,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     report = tune(problem, args.strategy, max_seconds=args.max_seconds, repeats=args.repeats,
                   db=str(out / "adaptune.db"), progress=True)
     print_report(report, console=console)
+    summary = report.failure_summary()
+    if summary:  # nothing worked (e.g. no OpenCL device that compiles): say why and fail
+        print(f"demo: error: {summary}", file=sys.stderr)
+        return 1
     png = plot_tuning(report.results, out / f"{problem.name}.png", title=f"{problem.name} on {report.device.name}")
     console.print(f"plot: {png}")
     return 0

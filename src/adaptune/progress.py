@@ -1,7 +1,8 @@
 """A rich progress bar that shows the best result so far while long work goes on.
 
 It sits at the bottom of the package so that every layer that runs long work (tuning, labelling,
-comparisons) shows progress the same way.
+comparisons) shows progress the same way: on by default, drawn only on a terminal (a log file or a pipe
+gets no bar), off when the caller asks (``progress=False``, the CLI's ``--quiet`` or ``--json``).
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 class BestSoFarProgress(AbstractContextManager):
     """Progress over a known (or unknown) number of steps, with a live best-so-far column."""
 
-    def __init__(self, description: str, total: int | None, enabled: bool = True, unit: str = "ms") -> None:
-        self.enabled = enabled
+    def __init__(self, description: str, total: int | None, enabled: bool = True, unit: str = "ms",
+                 best_label: str = "best") -> None:
+        console = Console(stderr=True)
+        self.enabled = enabled and console.is_terminal
         self.unit = unit
         self.best = math.inf
         self._progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("best {task.fields[best]}"), TimeElapsedColumn(),
-            console=Console(stderr=True), disable=not enabled, transient=False,
+            TextColumn(best_label + " {task.fields[best]}"), TimeElapsedColumn(),
+            console=console, disable=not self.enabled, transient=False,
         )
         self._task = self._progress.add_task(description, total=total, best="-")
 

@@ -56,7 +56,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     module = load_spec(args.spec)
     cv = module.variant
     report = cv.train(module.training_inputs(), model=args.model, active=args.active, db=args.db,
-                      repeats=args.repeats, progress=not args.json)
+                      repeats=args.repeats, progress=not (args.json or args.quiet))
     path = cv.save(_model_path(args))
     doc = {"model": report.model, "labels_used": report.labels_used, "labels": report.labels,
            "cv_fraction_of_oracle": report.cv_fraction_of_oracle, "model_scores": report.model_scores,
@@ -83,8 +83,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         cv.load_model(path)
     else:
         cv.train(module.training_inputs(), model=args.model, db=args.db, repeats=args.repeats,
-                 progress=not args.json)
-    report = evaluate(cv, module.test_inputs(), db=args.db, repeats=args.repeats, progress=not args.json)
+                 progress=not (args.json or args.quiet))
+    report = evaluate(cv, module.test_inputs(), db=args.db, repeats=args.repeats, progress=not (args.json or args.quiet))
     if args.plot:
         plot_evaluation(report, args.plot)
     if args.json:
@@ -135,14 +135,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--model-file", help="saved model (default: <spec>.adaptune.json)")
         p.add_argument("--repeats", type=int, default=7, help="interleaved timing repeats per label")
         p.add_argument("--json", action="store_true", help="print JSON instead of a summary")
+        p.add_argument("--quiet", action="store_true", help="no progress bar (it is drawn only on a terminal anyway)")
 
     train = sub.add_parser("train", help="label training inputs, fit and save a selection model")
     common(train)
-    train.add_argument("--active", type=int, metavar="N", help="active learning: label at most N inputs (BvSB)")
+    train.add_argument("--active", type=int, metavar="N",
+                       help="active learning: label at most N inputs (BvSB; default: label every input)")
     train.set_defaults(func=cmd_train)
 
     ev = sub.add_parser("evaluate", help="score the model on the SPEC's test inputs (fraction of oracle)")
     common(ev)
-    ev.add_argument("--plot", metavar="FILE.png", help="write a PNG of the evaluation")
+    ev.add_argument("--plot", metavar="FILE.png", help="write a PNG of the evaluation (default: no plot)")
     ev.add_argument("--per-input", action="store_true", help="include per-input rows in the JSON")
     ev.set_defaults(func=cmd_evaluate)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -17,45 +18,47 @@ STRATEGY_HELP = "search strategy (see `adaptune.search.STRATEGIES`; default brut
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="tune a kernel: SPEC is a T1 .json file or a .py file defining `problem`")
-    p.add_argument("spec")
+    p.add_argument("spec", help="a T1 .json file, or a .py file defining `problem` (e.g. examples/matmul/problem.py)")
     p.add_argument("--strategy", default="brute_force", help=STRATEGY_HELP)
-    p.add_argument("--max-evals", type=int)
-    p.add_argument("--max-seconds", type=float)
-    p.add_argument("--repeats", type=int, default=7)
-    p.add_argument("--backend", choices=("opencl", "cuda", "python"), default="opencl")
+    p.add_argument("--max-evals", type=int, help="stop after this many configurations (default: no limit)")
+    p.add_argument("--max-seconds", type=float, help="stop after this many seconds of wall clock (default: no limit)")
+    p.add_argument("--repeats", type=int, default=7, help="timed runs of each configuration")
+    p.add_argument("--backend", choices=("opencl", "cuda", "python"), default="opencl",
+                   help="where kernels run (OpenCL: PoCL on any CPU)")
     p.add_argument("--device", default=None, help="device index or name, as `adaptune devices` lists them "
                    "(default: OpenCL: the first that can compile a kernel; CUDA: device 0)")
-    p.add_argument("--db", default="adaptune.db")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--db", default="adaptune.db", help="results database: SQLite file or SQLAlchemy URL")
+    p.add_argument("--seed", type=int, help="seed of the search strategy (default: a fresh random seed)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds before one configuration is killed")
-    p.add_argument("--observe", action="append", default=[], help="observer, e.g. nvml (read-only)")
+    p.add_argument("--observe", action="append", default=[], help="observer, e.g. nvml (read-only; may be repeated; default: none)")
     p.add_argument("--discard-factor", type=float, default=2.0,
                    help="stop repeating a configuration whose first run is this many times slower than the "
                         "best so far (0: measure every repeat)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    p.add_argument("--plot", help="also write a PNG plot of the run")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (it is drawn only on a terminal anyway)")
+    p.add_argument("--plot", help="also write a PNG plot of the run (default: no plot)")
     p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
                    help="measure on Ray actors (one per GPU; docs/distributed.md): the cluster at ADDRESS "
-                        "(e.g. auto, head:6379), or a local one when no address is given")
+                        "(e.g. auto, head:6379), or a local one when no address is given (default: no Ray)")
     p.add_argument("--workers", type=int, help="parallel measurement workers (Ray actors, or local devices "
-                                                "from --device on without --ray)")
+                                                "from --device on without --ray; default: one)")
     p.set_defaults(func=_tune)
 
     p = sub.add_parser("show", help="list what a results database holds")
-    p.add_argument("--db", default="adaptune.db")
-    p.add_argument("--problem")
-    p.add_argument("--top", type=int, default=5)
+    p.add_argument("--db", default="adaptune.db", help="results database: SQLite file or SQLAlchemy URL")
+    p.add_argument("--problem", help="only this problem (default: every problem)")
+    p.add_argument("--top", type=int, default=5, help="best configurations listed per problem")
     p.add_argument("--pareto", action="store_true",
                    help="the Pareto front of time vs energy per call (needs measurements with --observe nvml)")
     p.add_argument("--objectives", default="time,energy",
                    help="with --pareto: two objectives, built-in names or expressions (default time,energy)")
-    p.add_argument("--plot", help="with --pareto: also write the front as a PNG")
+    p.add_argument("--plot", help="with --pareto: also write the front as a PNG (default: no plot)")
     p.set_defaults(func=_show)
 
     p = sub.add_parser("import", help="import a Kernel Tuner cache (.json, .json.gz, open form), T4 or CSV file, "
                                       "or another adaptune database")
-    p.add_argument("file")
-    p.add_argument("--db", default="adaptune.db")
+    p.add_argument("file", help="the file to import")
+    p.add_argument("--db", default="adaptune.db", help="results database: SQLite file or SQLAlchemy URL")
     p.add_argument("--name", help="problem name (default: the file's kernel name)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--chunk-size", type=int, default=10_000,
@@ -63,12 +66,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_import)
 
     p = sub.add_parser("export", help="export stored measurements of one problem")
-    p.add_argument("--db", default="adaptune.db")
-    p.add_argument("--problem", required=True)
-    p.add_argument("--format", choices=("kt", "t4", "csv"), default="kt")
-    p.add_argument("-o", "--output", required=True)
-    p.add_argument("--device", help="device name or id (when the problem ran on several)")
-    p.add_argument("--input", help="input name or id (when the problem has several)")
+    p.add_argument("--db", default="adaptune.db", help="results database: SQLite file or SQLAlchemy URL")
+    p.add_argument("--problem", required=True, help="name of the problem, as `adaptune show` lists it")
+    p.add_argument("--format", choices=("kt", "t4", "csv"), default="kt",
+                   help="Kernel Tuner cache, T4 results file, or CSV")
+    p.add_argument("-o", "--output", required=True,
+                   help="file to write; with several devices or inputs, one file each, named after them")
+    p.add_argument("--device", help="export only this device (id or name as `adaptune show` lists it; "
+                                    "default: every device, one file each)")
+    p.add_argument("--input", help="export only this input (id or name; default: every input, one file each)")
     p.set_defaults(func=_export)
 
     p = sub.add_parser("devices", help="list the devices adaptune can tune on, with their state")
@@ -78,9 +84,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_devices)
 
     p = sub.add_parser("plot", help="plot a stored tuning run (PNG)")
-    p.add_argument("--db", default="adaptune.db")
-    p.add_argument("--problem")
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--db", default="adaptune.db", help="results database: SQLite file or SQLAlchemy URL")
+    p.add_argument("--problem", help="the problem to plot (default: the last one stored)")
+    p.add_argument("-o", "--output", required=True, help="PNG file to write")
     p.set_defaults(func=_plot)
 
 
@@ -98,7 +104,7 @@ def _tune(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore", TuningFailedWarning)
         report = tune(problem, args.strategy, max_evals=args.max_evals, max_seconds=args.max_seconds,
                       repeats=args.repeats, backend=args.backend, device=_device_arg(args.device), db=args.db,
-                      seed=args.seed, progress=not args.json, timeout_s=args.timeout,
+                      seed=args.seed, progress=not (args.json or args.quiet), timeout_s=args.timeout,
                       observers=tuple(args.observe), discard_factor=args.discard_factor or None,
                       executor="ray" if args.ray is not None else None, address=args.ray or None,
                       n_parallel=args.workers)
@@ -240,27 +246,57 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    """Streamed from the store to the file a chunk at a time (adaptune.store.exporter)."""
+    """Streamed from the store to the file a chunk at a time (adaptune.store.exporter): every device and input
+    of the problem, one file each, or those ``--device``/``--input`` name."""
     from adaptune.store.exporter import export_run
 
     store = _open_store(args.db)
     try:
-        (prob,) = _problem_rows(store, args.problem)[:1]
-        runs = [r.run for r in store.runs(prob.id)]
-        if args.device is not None or args.input is not None:
-            devices = {d.id: d.name for d in store.devices()}
-            inputs = {i.id: i.name for i in store.inputs(prob.id)}
-            runs = [r for r in runs if args.device in (None, devices[r.device_id], str(r.device_id))
-                    and args.input in (None, inputs[r.input_id], str(r.input_id))]
-        if len(runs) != 1:
-            listed = ", ".join(f"device {r.device_id} input {r.input_id}" for r in runs) or "none"
-            raise ValueError(f"problem {prob.name!r} has {len(runs)} matching runs ({listed}); "
-                             "choose one with --device and --input")
-        n = export_run(store, runs[0], args.output, args.format)
+        runs = _export_runs(store, args.problem, args.device, args.input)
+        devices = {d.id: d.name for d in store.devices()}
+        inputs = {i.id: i.name for prob in _problem_rows(store, args.problem) for i in store.inputs(prob.id)}
+        paths = [args.output] if len(runs) == 1 else [
+            _pair_path(args.output, devices[r.device_id], inputs.get(r.input_id, str(r.input_id))) for r in runs]
+        if len(set(paths)) < len(paths):  # same device and input in two problem rows: number them
+            paths = [_pair_path(args.output, devices[r.device_id], inputs.get(r.input_id, ""), n)
+                     for n, r in enumerate(runs, 1)]
+        for run, path in zip(runs, paths, strict=True):
+            n = export_run(store, run, path, args.format)
+            print(f"wrote {n} measurements ({devices[run.device_id]}, input {inputs.get(run.input_id)}) to {path}")
     finally:
         store.close()
-    print(f"wrote {n} measurements to {args.output}")
     return 0
+
+
+def _export_runs(store, name: str, device: str | None, input_name: str | None) -> list:
+    """The runs to export: every measured one of the problems called ``name`` (their spaces may differ), or
+    those ``--device``/``--input`` name by id or name."""
+    devices = {d.id: d.name for d in store.devices()}
+    runs, inputs = [], {}
+    for prob in _problem_rows(store, name):
+        inputs.update({i.id: i.name for i in store.inputs(prob.id)})
+        runs += [r.run for r in store.runs(prob.id)]
+    for option, text, names, field in (("--device", device, devices, "device_id"),
+                                       ("--input", input_name, inputs, "input_id")):
+        if text is None:
+            continue
+        keep = [r for r in runs if text in (str(getattr(r, field)), names.get(getattr(r, field)))]
+        if not keep:
+            known = ", ".join(sorted({f"{getattr(r, field)} ({names.get(getattr(r, field))})" for r in runs}))
+            raise KeyError(f"{option} {text!r} matches none of the measured ones: {known}")
+        runs = keep
+    if not runs:
+        raise ValueError(f"problem {name!r} has no measurements to export")
+    return runs
+
+
+def _pair_path(output: str, device: str, input_name: str, number: int | None = None) -> str:
+    """``matmul_t4.json`` -> ``matmul_t4.<device>.<input>.json``: one file per device and input."""
+    path = Path(output)
+    base, _, ext = path.name.partition(".")
+    parts = [device, input_name, *([str(number)] if number else [])]
+    slug = ".".join(re.sub(r"[^A-Za-z0-9_-]+", "_", t).strip("_") for t in parts)
+    return str(path.with_name(f"{base}.{slug}" + (f".{ext}" if ext else "")))
 
 
 def _devices(args: argparse.Namespace) -> int:

@@ -20,10 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="run a strategy on a recorded search space (simulated clock)")
     p.add_argument("cache", help="Kernel Tuner cache (.json/.json.gz) or T4 file")
     p.add_argument("--strategy", default="auto", help=f"one of: {names} (default auto)")
-    p.add_argument("--max-evals", type=int, default=100)
-    p.add_argument("--max-sim-seconds", type=float, default=None, help="budget in simulated seconds")
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-evals", type=int, default=100, help="configurations each run may evaluate")
+    p.add_argument("--max-sim-seconds", type=float, default=None,
+                   help="budget in simulated seconds (default: no limit)")
+    p.add_argument("--repeats", type=int, default=1, help="runs, each with its own seed")
+    p.add_argument("--seed", type=int, default=0, help="seed of the first run")
     p.add_argument("--noise", action="store_true", help="draw each objective from the recorded run times")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_replay)
@@ -31,15 +32,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = sub.add_parser("compare", help="compare strategies (ours and Kernel Tuner's) on recorded spaces")
     c.add_argument("caches", nargs="+", help="recorded spaces (Kernel Tuner caches or T4 files)")
     c.add_argument("--strategies", default="auto,random", help=f"comma-separated, from: {names}")
-    c.add_argument("--kernel-tuner", default="", help="comma-separated Kernel Tuner strategies to run too")
-    c.add_argument("--repeats", type=int, default=25)
-    c.add_argument("--kt-repeats", type=int, default=None, help="repeats of Kernel Tuner strategies")
-    c.add_argument("--max-evals", type=int, default=100)
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--kernel-tuner", default="", help="comma-separated Kernel Tuner strategies to run too (default: none)")
+    c.add_argument("--repeats", type=int, default=25, help="runs of each strategy on each space")
+    c.add_argument("--kt-repeats", type=int, default=None, help="runs of each Kernel Tuner strategy (default: --repeats)")
+    c.add_argument("--max-evals", type=int, default=100, help="configurations each run may evaluate")
+    c.add_argument("--seed", type=int, default=0, help="seed of the first run")
     c.add_argument("--jobs", type=int, default=None, help="worker processes (default: all cores)")
-    c.add_argument("--baseline", default="paper", choices=("paper", "exact"))
+    c.add_argument("--baseline", default="paper", choices=("paper", "exact"),
+                   help="the methodology's random-search baseline: the paper's approximation or exact")
     c.add_argument("--json", action="store_true", help="print one JSON object")
-    c.add_argument("--plot", default=None, help="write best-so-far curves to this PNG")
+    c.add_argument("--quiet", action="store_true", help="no progress bar (it is drawn only on a terminal anyway)")
+    c.add_argument("--plot", default=None, help="write best-so-far curves to this PNG (default: no plot)")
     c.set_defaults(func=cmd_compare)
 
 
@@ -87,7 +90,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     kt = [s for s in args.kernel_tuner.split(",") if s]
     cmp = compare(args.caches, strategies, kt, repeats=args.repeats, kt_repeats=args.kt_repeats,
                   max_evals=args.max_evals, seed=args.seed, jobs=args.jobs, baseline=args.baseline,
-                  progress=not args.json)
+                  progress=not (args.json or args.quiet))
     if args.plot:
         plot_comparison(cmp, Path(args.plot))
     if args.json:

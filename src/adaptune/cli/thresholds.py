@@ -11,6 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
+MULTI_PARENT_HELP = "a threshold under several parents: refuse, or duplicate its subtree under each"
 TUNER_NAMES = ("paths", "paths+early", "exhaustive", "exhaustive+early", "hillclimb", "auto", "random", "greedy_ils")
 
 
@@ -21,29 +22,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     t = tsub.add_parser("tree", help="print the threshold forest of a --print-sizes listing")
     t.add_argument("sizes", help="file with the output of `prog --print-sizes`")
-    t.add_argument("--multi-parent", choices=("refuse", "duplicate"), default="refuse")
+    t.add_argument("--multi-parent", choices=("refuse", "duplicate"), default="refuse", help=MULTI_PARENT_HELP)
     t.set_defaults(func=cmd_tree)
 
     c = tsub.add_parser("count", help="candidate values and combination counts from -L logs (one per dataset)")
-    c.add_argument("sizes")
+    c.add_argument("sizes", help="file with the output of `prog --print-sizes`")
     c.add_argument("logs", nargs="+", help="stderr of `prog -L` on each dataset (lines 'Compared X <= V')")
-    c.add_argument("--multi-parent", choices=("refuse", "duplicate"), default="refuse")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--multi-parent", choices=("refuse", "duplicate"), default="refuse", help=MULTI_PARENT_HELP)
+    c.add_argument("--json", action="store_true", help="print one JSON object")
     c.set_defaults(func=cmd_count)
 
     u = tsub.add_parser("tune", help="tune on recorded per-path timings and write a Futhark tuning file")
     u.add_argument("timings", help="timings JSON written by benchmarks/thresholds/run.py (one program's entry "
                                    "or a whole file with --program)")
-    u.add_argument("--program", default=None, help="program inside a benchmark timings file (matmul, mlp)")
+    u.add_argument("--program", default=None,
+                   help="program inside a benchmark timings file (matmul, mlp; default: none, a one-program file)")
     u.add_argument("--tuner", default="paths", help=f"one of: {', '.join(TUNER_NAMES)}")
     u.add_argument("--datasets", default=None, help="comma-separated datasets to tune on (default all)")
-    u.add_argument("--repeats", type=int, default=10)
-    u.add_argument("--max-evals", type=int, default=150)
-    u.add_argument("--seed", type=int, default=0)
-    u.add_argument("-o", "--output", default=None, help="tuning file to write (name=value lines)")
-    u.add_argument("--db", default=None, help="also store every recorded (dataset, path) timing here")
+    u.add_argument("--repeats", type=int, default=10, help="program runs per dataset the tuner charges")
+    u.add_argument("--max-evals", type=int, default=150, help="combinations a strategy search may try")
+    u.add_argument("--seed", type=int, default=0, help="seed of the search")
+    u.add_argument("-o", "--output", default=None, help="tuning file to write (name=value lines; default: print only)")
+    u.add_argument("--db", default=None, help="also store every recorded (dataset, path) timing here (default: nowhere)")
     u.add_argument("--tree", action="store_true", help="print the threshold tree first")
-    u.add_argument("--json", action="store_true")
+    u.add_argument("--json", action="store_true", help="print one JSON object")
     u.set_defaults(func=cmd_tune)
 
 

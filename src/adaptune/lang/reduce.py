@@ -179,7 +179,7 @@ class Selector:
 
 
 def tune_reductions(db: Any = "adaptune.db", *, model: str = "tree", ladder: Sequence[tuple[int, int, bool]] = LADDER,
-                    max_elements: int | None = None, repeats: int = 5, progress: bool = False,
+                    max_elements: int | None = None, repeats: int = 5, progress: bool = True,
                     install: bool = True, blocks: Sequence[int] = BLOCKS,
                     segments: Sequence[int] = SEGMENTS, unrolls: Sequence[int] = UNROLLS,
                     groups_per_sm: Sequence[int] = GROUPS_PER_SM, grid_budget: int = 8) -> CodeVariant:

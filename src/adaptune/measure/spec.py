@@ -52,12 +52,23 @@ def _check_tolerance(name: str, tol: Tolerance, n: int) -> None:
         raise ValueError(f"{name} has {len(tol)} entries but there are {n} outputs")
 
 
+def looks_like_a_filename(source: str) -> bool:
+    """Kernel Tuner's rule (``kernel_tuner.util.looks_like_a_filename``) for a kernel source string that
+    names a file: at most 250 characters, none of ``();{}\\``, no ``__global__ ``, ``__kernel ``, ``void ``
+    or ``float ``, and one of ``.c``, ``.opencl``, ``.F``, ``.jl`` in it (``.cl`` and ``.cu`` contain ``.c``)."""
+    return (len(source) <= 250 and not any(c in source for c in "();{}\\")
+            and not any(s in source for s in ("__global__ ", "__kernel ", "void ", "float "))
+            and any(s in source for s in (".c", ".opencl", ".F", ".jl")))
+
+
 @dataclass(eq=False)
 class KernelSpec:
     """An OpenCL or CUDA kernel with its arguments and launch-geometry rules (Kernel Tuner's).
 
-    ``source``: the kernel text, a ``Path`` to it, or a code generator ``callable(config) -> str``
-    (Kernel Tuner's generators and template ``render`` methods), called once per configuration.
+    ``source``: the kernel text, a file (a ``Path``, or a string that Kernel Tuner would take for a file
+    name, :func:`looks_like_a_filename`; a file that does not exist is "not found: PATH"), or a code generator
+    ``callable(config) -> str`` (Kernel Tuner's generators and template ``render`` methods), called once per
+    configuration.
 
     ``problem_size``: int, param name, callable(config) or a tuple of up to 3 of these.
     ``grid_div``: per dimension a list of param names / ints / expressions whose product divides
@@ -94,7 +105,11 @@ class KernelSpec:
     source_text: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if isinstance(self.source, str) and looks_like_a_filename(self.source):
+            self.source = Path(self.source)
         if isinstance(self.source, Path):
+            if not self.source.is_file():
+                raise FileNotFoundError(f"not found: {self.source}")
             try:
                 self.source_text = self.source.read_text()
             except OSError as exc:

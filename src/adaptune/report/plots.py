@@ -11,11 +11,23 @@ from adaptune.records import Result
 
 def plot_tuning(results: list[Result], path: str | Path, title: str = "") -> Path:
     """Best-so-far time per evaluation (left) and every valid configuration's time, sorted (right)."""
+    import matplotlib.pyplot as plt
+
+    fig = tuning_figure(results, title)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def tuning_figure(results: list[Result], title: str = ""):
+    """The figure of :func:`plot_tuning`, not yet saved (tests read its tick labels)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
     times = np.array([r.time_ms for r in results], dtype=float)
     best = np.minimum.accumulate(np.where(np.isfinite(times), times, np.inf))
@@ -31,9 +43,14 @@ def plot_tuning(results: list[Result], path: str | Path, title: str = "") -> Pat
     left.grid(alpha=0.3)
     if ok.size:
         right.plot(np.arange(1, ok.size + 1), ok, ".", ms=3, color="C1")
-        right.set_yscale("log")
-        right.yaxis.set_major_formatter(ScalarFormatter())
-        right.yaxis.set_minor_formatter(ScalarFormatter())
+        if ok[-1] >= 10 * ok[0]:  # a log axis where times span a decade or more
+            right.set_yscale("log")
+            # labels at 1, 2 and 5 of each decade over a few decades, at powers of ten beyond:
+            # labelled minor ticks overlap on a wide range
+            decades = np.log10(ok[-1] / ok[0])
+            right.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades < 2.5 else (1.0,)))
+            right.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+            right.yaxis.set_minor_formatter(NullFormatter())
         right.axhline(ok[0], color="C2", lw=1, ls="--", label=f"best {ok[0]:.4g} ms")
         right.legend()
     right.set_xlabel("configuration rank")
@@ -42,11 +59,7 @@ def plot_tuning(results: list[Result], path: str | Path, title: str = "") -> Pat
     right.grid(alpha=0.3, which="both")
     fig.suptitle(title or "adaptune tuning run")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 

@@ -9,7 +9,6 @@ Kernel Tuner's evaluation order is mapped back onto the record, so both are scor
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -23,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from adaptune.progress import BestSoFarProgress
 from adaptune.search.base import STRATEGIES, Budget
 from adaptune.search.methodology import aggregate, best_so_far_curve, score
 from adaptune.search.replay import Replay
+from adaptune.store import FormatError, load_recorded
+from adaptune.store.files import read_text
+from adaptune.store.kt_cache import recorded_to_kt_text
 
 OURS, KERNEL_TUNER = "adaptune", "kernel_tuner"
 
@@ -99,11 +100,18 @@ def _run_ours(path: str, strategy: str, max_evals: int, seed: int) -> tuple[list
 
 @lru_cache(maxsize=16)
 def _kt_inputs(path: str) -> tuple[bytes, dict[str, Any]]:
-    """The cache as plain JSON bytes (Kernel Tuner does not read .gz) and parsed."""
-    raw = Path(path).read_bytes()
-    if path.endswith(".gz"):
-        raw = gzip.decompress(raw)
-    return raw, json.loads(raw)
+    """The space as a complete Kernel Tuner cache, JSON bytes and parsed: the file's own text when it is
+    one (Kernel Tuner does not read .gz), else the recorded space written as one (a T4 file, an unterminated
+    cache, an adaptune database), so Kernel Tuner's strategies search every file ours can."""
+    try:
+        text = read_text(path)
+        data = json.loads(text)
+    except (FormatError, json.JSONDecodeError):
+        data = None
+    if not (isinstance(data, dict) and "tune_params" in data and "cache" in data):
+        text = recorded_to_kt_text(load_recorded(path))
+        data = json.loads(text)
+    return text.encode(), data
 
 
 def _run_kernel_tuner(path: str, strategy: str, max_evals: int, seed: int) -> tuple[list[float], None]:
@@ -165,17 +173,17 @@ def compare(paths: list[str | Path], strategies: list[str], kernel_tuner: list[s
             raise ValueError(f"unknown Kernel Tuner strategy {', '.join(bad)}; known: {', '.join(strategy_map)}")
     kt_repeats = repeats if kt_repeats is None else kt_repeats
     spaces = {str(p): Replay.from_file(p) for p in paths}  # fails early, naming a bad file
+    if kernel_tuner:
+        for p in spaces:
+            _kt_inputs(p)  # Kernel Tuner's side reads every file too, before anything runs
     tasks = [(OURS, p, s, r) for p in spaces for s in strategies for r in range(repeats)]
     tasks += [(KERNEL_TUNER, p, s, r) for p in spaces for s in kernel_tuner for r in range(kt_repeats)]
     out: dict[tuple[str, str, str], list[tuple[list[float], float | None]]] = {}
     jobs = jobs or min(len(tasks), os.cpu_count() or 1)
 
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("best fraction of optimum {task.fields[best]}"), TimeElapsedColumn())
     best_fraction = 0.0
-    with Progress(*columns, console=Console(stderr=True), disable=not progress) as bar, \
+    with BestSoFarProgress("replaying", len(tasks), enabled=progress, best_label="best fraction of optimum") as bar, \
             ProcessPoolExecutor(max_workers=jobs) as pool:
-        task = bar.add_task("replaying", total=len(tasks), best="-")
         futures = {pool.submit(_task, kind, p, s, max_evals, seed * 100_003 + r): (kind, p, s)
                    for kind, p, s, r in tasks}
         for fut in as_completed(futures):
@@ -185,7 +193,7 @@ def compare(paths: list[str | Path], strategies: list[str], kernel_tuner: list[s
             finite = [v for v in values if math.isfinite(v)]
             if finite:
                 best_fraction = max(best_fraction, spaces[key[1]].optimum / min(finite))
-            bar.update(task, advance=1, best=f"{best_fraction:.3f}")
+            bar.advance(best_text=f"{best_fraction:.3f}")
 
     cmp = Comparison(settings={"spaces": list(spaces), "strategies": strategies, "kernel_tuner": kernel_tuner,
                                "repeats": repeats, "kt_repeats": kt_repeats, "max_evals": max_evals,
