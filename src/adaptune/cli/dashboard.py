@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=8080, help="port to listen on (default: 8080)")
     p.add_argument("--model", action="append", default=[], metavar="FILE.json",
-                   help="a saved code-variant model: its choice per input on the per-input page (repeatable)")
+                   help="a saved code-variant model: its choice per input on the per-input page (repeatable; default: none)")
     p.set_defaults(func=_dashboard)
 
 

@@ -25,11 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--keys", required=True, help="JSON file: a list of objects, one per key")
     t.add_argument("--db", default=None, help="store path or URL (default: the kernel's own, ~/.cache/adaptune)")
     t.add_argument("--in-process", action="store_true", help="measure in this process, not in the worker")
-    t.add_argument("--devices", default=None, help="local GPUs to measure on at once, e.g. 0,1 (one worker each)")
+    t.add_argument("--devices", default=None, help="local GPUs to measure on at once, e.g. 0,1 (one worker each; default: one worker on GPU 0)")
     t.add_argument("--ray", default=None, metavar="ADDRESS", help="measure on a Ray cluster's GPUs ('local' starts one, "
-                                                                  "'auto' joins one, or an address; a store all reach)")
+                                                                  "'auto' joins one, or an address; a store all reach; default: no Ray)")
     t.add_argument("--timeout", type=float, default=120.0, help="seconds one (key, configuration) may take")
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     t.set_defaults(func=cmd_tune)
 
 
