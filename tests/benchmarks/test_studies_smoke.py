@@ -24,7 +24,7 @@ SMOKE = {
     "thresholds": (["benchmarks.thresholds.plot"], "thresholds.md"),
     "transfer": (["benchmarks.transfer.search", "--profile", "smoke"], "transfer_search.json"),
     "gpu_suite": (["benchmarks.gpu_suite.reanalysis", "--no-timing"], "gpu_suite_h100_reanalysis.json"),
-    "hotpath": (["benchmarks.hotpath.run", "--profile", "smoke", "--device", "opencl"], "hotpath_opencl.json"),
+    "hotpath": (["benchmarks.hotpath.run", "--profile", "smoke", "--device", "opencl"], "hotpath_pocl.json"),
     # running the examples needs a Kernel Tuner checkout (network): the smoke re-summarises the committed run
     "kt_examples": (["benchmarks.kt_examples.run", "--merge", "benchmarks/kt_examples/results/kt_examples.json"],
                     "kt_examples.json"),
@@ -56,6 +56,7 @@ def test_every_study_has_a_readme_a_run_module_and_results():
     assert len(studies) >= 12
     for study in studies:
         assert (study / "README.md").is_file() and (study / "results").is_dir(), study.name
-        assert study.name in SMOKE or study.name in ("adaptive_cpu", "ndp", "lscat", "store_scale"), (
+        assert study.name in SMOKE or study.name in ("adaptive_cpu", "ndp", "lscat", "store_scale", "triton"), (
             f"{study.name}: add its smoke command here")  # adaptive_cpu: test_adaptive_cli.py; ndp, lscat: minutes;
-        # store_scale: tests/benchmarks/test_store_scale_smoke.py (checks its numbers too)
+        # store_scale: tests/benchmarks/test_store_scale_smoke.py (checks its numbers too); triton: needs Triton's
+        # tutorials (a checkout) and a GPU, its decorator runs under the interpreter in tests/integrations/
