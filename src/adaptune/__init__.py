@@ -9,9 +9,7 @@ cheap and a program that only dispatches never imports the tuning or storage lay
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from adaptune._lazy import lazy_getattr
 from adaptune.records import DeviceInfo, Result, Status
 
 __version__ = "0.1.0"
@@ -68,13 +66,7 @@ _LAZY: dict[str, str] = {
 __all__ = ["DeviceInfo", "Result", "Status", "__version__", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'adaptune' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("adaptune", _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -11,8 +11,7 @@ does not import SQLAlchemy.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from adaptune._lazy import lazy_getattr
 
 _LAZY: dict[str, str] = {
     **dict.fromkeys(("BaseStore", "DeviceRow", "GroupSummary", "HistogramBin", "InputRow", "Page", "ProblemInfo",
@@ -35,13 +34,7 @@ _LAZY: dict[str, str] = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'adaptune.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr("adaptune.store", _LAZY, globals())
 
 
 def __dir__() -> list[str]:
