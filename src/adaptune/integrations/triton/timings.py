@@ -66,10 +66,10 @@ class KernelTimings:
         keys = [config_key(c) for c in configs]
         named, costs = [], []
         for row in self.store.inputs(self.problem_id):
-            found = self.store.get_many(self.device_id, self.problem_id, row["id"])
+            found = self.store.get_many(self.device_id, self.problem_id, row.id, configs)
             if not found:
                 continue
-            named.append(dict(row["features"]))
+            named.append(dict(row.features))
             costs.append([found[k].time_ms if k in found else float("inf") for k in keys])
         return named, costs
 
