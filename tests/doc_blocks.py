@@ -50,7 +50,7 @@ INERT = frozenset({"text", "json", "toml", "csv", "markdown", "diff", "ini", "ya
 RAN: list[str] = []
 #: Copied into the scratch folder (blocks may write there); everything else is linked, read-only by use.
 COPIED = ("examples", "benchmarks", "Makefile", "pyproject.toml")
-LINKED = ("src", "data", "docs", "tests", "README.md", ".venv")
+LINKED = ("src", "data", "docs", "tests", "scripts", "README.md", ".venv")
 
 
 def _cuda_present() -> bool:

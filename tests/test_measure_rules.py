@@ -104,7 +104,7 @@ def test_source_from_a_path_infers_the_language(tmp_path):
     path.write_text("extern \"C\" __global__ void k() {}")
     s = KernelSpec(path, "k", [])
     assert s.lang == "cuda" and "__global__" in s.source_text
-    with pytest.raises(ValueError, match="cannot read"):
+    with pytest.raises(FileNotFoundError, match="not found"):
         KernelSpec(tmp_path / "missing.cl", "k", [])
 
 
