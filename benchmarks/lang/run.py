@@ -73,11 +73,7 @@ def adaptune_sync() -> None:
 def kernels_only(iters: int, repeats: int) -> dict[str, float]:
     """Replay the last flushed plan (same kernels, same inputs; kernels are pure): the generated code's
     time without recording or planning in Python."""
-    from adaptune.lang import fuse
-
-    sess = lang_session.session()
-    plan, order, rt = sess.last_plan, sess.last_order, sess.runtime
-    return timed(lambda: fuse.run(plan, order, rt), adaptune_sync, iters, repeats)
+    return timed(lang_session.session().replay_last, adaptune_sync, iters, repeats)
 
 
 # ----------------------------------------------------------------------------- heat equation

@@ -54,16 +54,72 @@ def size_of(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
 
 
+class Tape:
+    """The structure recorded since the last flush, folded into one int while recording: the plan-cache key a
+    cache hit needs, without walking the trace at the flush.
+
+    Every operation node, when built, gets the next position on the tape (``_tp``, valid while ``_te`` is the
+    tape's ``epoch``); a leaf (buffer, scalar) gets one the first time a node reads it, so two reads of one
+    buffer share a position (aliasing is part of the key). Each new entry moves ``state`` along a trie of
+    (state, description, children's positions): equal states mean equal recorded structures. ``ok`` turns
+    False when the tape cannot describe the trace (a node of an earlier flush read again, a buffer's
+    ownership changed after it was read); the flush then walks the trace as before.
+    """
+
+    __slots__ = ("nodes", "state", "ok", "epoch", "trie", "generation")
+    MAX_STATES = 1 << 18  # the trie is dropped (and ``generation`` bumped) past this many states
+
+    def __init__(self) -> None:
+        self.nodes: list[Node] = []
+        self.state = 0
+        self.ok = True
+        self.epoch = 0
+        self.trie: dict[tuple, int] = {}
+        self.generation = 0
+
+    def add(self, node: Node) -> None:
+        """Put a new operation node (and the leaves it reads first) on the tape."""
+        ep, nodes, trie = self.epoch, self.nodes, self.trie
+        pos: list[Any] = [self.state, node.key]
+        for c in node.children:
+            if c._te != ep:
+                if c.children:
+                    self.ok = False  # built before the last flush: its structure is not on this tape
+                c._te, c._tp = ep, len(nodes)
+                nodes.append(c)
+                k = (self.state, c.key)
+                self.state = pos[0] = trie.get(k) or trie.setdefault(k, len(trie) + 1)
+            pos.append(c._tp)
+        node._te, node._tp = ep, len(nodes)
+        nodes.append(node)
+        k = tuple(pos)
+        self.state = trie.get(k) or trie.setdefault(k, len(trie) + 1)
+
+    def take(self) -> tuple[list[Node], int, bool, int]:
+        """(nodes, state, ok, epoch) of the trace recorded so far; a new, empty tape starts."""
+        ok = self.ok
+        if len(self.trie) > self.MAX_STATES:
+            self.trie.clear()
+            self.generation += 1
+            ok = False  # its state belongs to the dropped trie
+        taken = (self.nodes, self.state, ok, self.epoch)
+        self.nodes, self.state, self.ok = [], 0, True
+        self.epoch += 1
+        return taken
+
+
 class Node:
     """Base class: ``shape``, ``dtype``, ``children`` and a structural description ``desc``."""
 
-    __slots__ = ("shape", "dtype", "children", "_key", "__weakref__")
+    __slots__ = ("shape", "dtype", "children", "_key", "_te", "_tp", "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, children: tuple[Node, ...] = ()) -> None:
         self.shape = shape
         self.dtype = dtype
         self.children = children
         self._key: tuple | None = None
+        self._te = -1  # the tape epoch and position of this node (see Tape)
+        self._tp = 0
 
     @property
     def key(self) -> tuple:
@@ -94,6 +150,7 @@ class Buffer(Node):
     def __init__(self, data: Any, shape: tuple[int, ...], dtype: np.dtype, owned: bool = False) -> None:
         self.shape, self.dtype, self.children, self._key = shape, dtype, (), None  # (Node.__init__, inlined:
         # nodes are built on every recorded operation and every flush)
+        self._te = -1
         self.data = data
         self.owned = owned
 
@@ -105,6 +162,8 @@ class Buffer(Node):
         if self.owned:
             self.owned = False
             self._key = None
+            if self._te == TAPE.epoch:
+                TAPE.ok = False  # the tape holds its old description
 
 
 _SCALAR_KEYS: dict[np.dtype, tuple] = {}
@@ -118,6 +177,7 @@ class Scalar(Node):
     def __init__(self, value: Any, dtype: np.dtype) -> None:
         self.shape, self.dtype, self.children = (), dtype, ()
         self._key = _SCALAR_KEYS.get(dtype) or _SCALAR_KEYS.setdefault(dtype, ("scalar", dtype.char))
+        self._te = -1
         self.value = dtype.type(value)
         self.arg = np.uint8(self.value) if dtype.kind == "b" else self.value  # what a kernel receives
 
@@ -135,6 +195,7 @@ class View(Node):
         self.strides = strides
         self.offset = offset
         self.bcast = is_broadcast_view(src.shape, shape, strides, offset)
+        TAPE.add(self)
 
     def desc(self) -> tuple:
         return ("view", self.shape, self.strides, self.offset)
@@ -153,6 +214,7 @@ class Map(Node):
         self.shape, self.dtype, self.children, self._key = shape, dtype, inputs, None
         self.op = op
         self.compute = compute
+        TAPE.add(self)
 
     def desc(self) -> tuple:
         return ("map", self.op, self.shape, self.dtype.char, self.compute.char)
@@ -168,6 +230,7 @@ class Reduce(Node):
         super().__init__(shape, dtype, (src,))
         self.op = op
         self.axes = axes
+        TAPE.add(self)
 
     def desc(self) -> tuple:
         return ("reduce", self.op, self.axes, self.shape, self.dtype.char)
@@ -194,6 +257,7 @@ class Update(Node):
         self.vdims = vdims
         self.rng = rng
         self.strided = strided  # (strides, offset) of an injective view (value.shape) over old's flat layout
+        TAPE.add(self)
 
     def desc(self) -> tuple:
         return ("update", self.shape, self.region, self.vdims, self.rng, self.strided)
@@ -218,6 +282,9 @@ class Update(Node):
             return self.rng == 0 and self.children[1].size == self.size
         return all(start == 0 and step == 1 and count == n
                    for (start, step, count), n in zip(self.region, self.shape, strict=True))
+
+
+TAPE = Tape()  # one per process, like the session
 
 
 def is_broadcast_view(src_shape: tuple[int, ...], shape: tuple[int, ...], strides: tuple[int, ...],

@@ -16,7 +16,7 @@ from typing import Any
 
 from adaptune.lang import fuse
 from adaptune.lang.eager import evaluate_eagerly
-from adaptune.lang.ir import Buffer, Node, Scalar
+from adaptune.lang.ir import TAPE, Buffer, Node, Scalar
 from adaptune.lang.rules import default_choice
 from adaptune.lang.runtime import KernelCompileError, Runtime
 
@@ -61,7 +61,11 @@ class Session:
         self.ops_since_flush = 0
         self._chooser: Callable[..., tuple[str, dict[str, int]]] | None = None
         self.last_plan: fuse.Plan | None = None
-        self.last_order: list[Node] = []
+        self.last_order: list[Node] | None = []  # None after a flush bound from the tape (see last_bound)
+        self.last_bound: list[Any] = []  # that flush's [leaf buffers..., scalars...]
+        self.taped: dict[tuple, tuple[fuse.Plan, list[int], list[int], int]] = {}  # (tape generation, state,
+        # roots' positions) -> (plan, leaves' and scalars' tape positions, nodes): a hit binds without a walk
+        self._taken: tuple[list[Node], int, bool, int] = ([], 0, False, -1)
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
         self._coalesce = True
         self.generation = 0  # bumped whenever cached plans are dropped (replayed traces hold plans too)
@@ -94,6 +98,7 @@ class Session:
 
     def drop_plans(self) -> None:
         self.plans.clear()
+        self.taped.clear()
         self.generation += 1
 
     @property
@@ -115,10 +120,54 @@ class Session:
         pending = self.pending
         bases, roots, root_of = self.collect()
         try:
-            return self.flush_collected(bases, roots, root_of, t0)
+            nodes, state, ok, epoch = self._taken
+            if not (ok and roots):
+                return self.flush_collected(bases, roots, root_of, t0)
+            key = (TAPE.generation, state, *[r._tp if r._te == epoch else -1 for r in roots])
+            hit = self.taped.get(key)
+            if hit is not None:
+                return self._flush_taped(hit, nodes, bases, roots, root_of, t0)
+            stats = self.flush_collected(bases, roots, root_of, t0)
+            if not stats.fallback and -1 not in key:
+                self._remember(key, epoch)
+            return stats
         except BaseException:
             self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
             raise
+
+    def _flush_taped(self, hit: tuple[fuse.Plan, list[int], list[int], int], nodes: list[Node],
+                     bases: list[Base], roots: list[Node], root_of: dict[int, int], t0: float) -> FlushStats:
+        """A cache hit found by the tape's state: bind the leaves by their tape positions and launch."""
+        plan, leaves, scalars, n_nodes = hit
+        vals = [nodes[i].data for i in leaves]  # type: ignore[attr-defined]
+        if scalars:
+            vals += [nodes[i].arg for i in scalars]  # type: ignore[attr-defined]
+        self.last_bound, self.last_order, self.last_plan = vals[:], None, plan
+        results = fuse.launch(plan, vals, self.runtime)
+        self.assign(bases, roots, root_of, results)
+        self.flushes += 1
+        self.history_kernels += plan.kernels
+        self.last = stats = FlushStats(plan.kernels, plan.bytes, n_nodes, True, 0,
+                                       (time.perf_counter() - t0) * 1e6, "", plan.inplace)
+        return stats
+
+    def _remember(self, key: tuple, epoch: int) -> None:
+        """After a walked flush: note where the plan's leaves and scalars sit on the tape, so the next flush
+        with this tape state binds them directly (only when every one of them is on this flush's tape)."""
+        plan, order = self.last_plan, self.last_order
+        if plan is None or order is None:
+            return
+        leaves = [order[i] for i in plan.leaf_slots]
+        scalars = [order[i] for i in plan.scalar_slots]
+        if all(n._te == epoch for n in leaves) and all(n._te == epoch for n in scalars):
+            self.taped[key] = (plan, [n._tp for n in leaves], [n._tp for n in scalars], len(order))
+
+    def replay_last(self) -> list[Any]:
+        """Launch the last flushed plan again on the same inputs (benchmarks time the kernels alone)."""
+        assert self.last_plan is not None
+        if self.last_order is None:
+            return fuse.launch(self.last_plan, list(self.last_bound), self.runtime)
+        return fuse.run(self.last_plan, self.last_order, self.runtime)
 
     def collect(self) -> tuple[list[Base], list[Node], dict[int, int]]:
         """Take the pending arrays: the live bases whose node is an expression, the distinct roots, and
@@ -126,6 +175,7 @@ class Session:
         pending = self.pending
         self.pending = {}
         self.ops_since_flush = 0
+        self._taken = TAPE.take()
         bases: list[Base] = []
         roots: list[Node] = []
         root_of: dict[int, int] = {}
