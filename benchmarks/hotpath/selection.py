@@ -13,13 +13,14 @@ inputs only and scored on the recorded test inputs with each study's own fractio
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from adaptune.adaptive.compiled import compile_predictor
-from adaptune.adaptive.models import fit_model, fraction_of_oracle
+from adaptune.adaptive.models import FittedModel, choose_model, fit_model, fraction_of_oracle, margins
 from adaptune.kernels import distilled
 from benchmarks.gpu_suite.run import cost_matrices
 
@@ -43,6 +44,47 @@ def cascade(cheap: np.ndarray, full: np.ndarray, predicted_ms: np.ndarray, featu
     """The cascade's choice per input and whether it paid for the device features."""
     ask = predicted_ms * budget >= feature_ms
     return np.where(ask, full, cheap), ask
+
+
+CHEAP_KINDS = ("cost", "tree", "svm", "knn")  # single compiled models: a query costs about a microsecond
+
+
+def cheap_auto(x_train: np.ndarray, cost_train: np.ndarray) -> FittedModel:
+    """The host-metadata model chosen by repeated cross-validation on the training inputs only (no test
+    input decides which kind is kept)."""
+    fitted, _ = choose_model(x_train, cost_train, cost_train, kinds=CHEAP_KINDS)
+    return fitted
+
+
+def margin_gate(model: FittedModel, x_train: np.ndarray, cost_train: np.ndarray, full_train: np.ndarray,
+                feature_ms_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, float]:
+    """Ask for the device features where the cheap model is unsure (its best-vs-second margin below a
+    threshold). The threshold is the one that maximises the first-call fraction of oracle (features paid)
+    on the training inputs; returns the test inputs' ask mask and the threshold."""
+    cheap_tr = model.predict(x_train)
+    m_tr, m_te = margins(model, x_train), margins(model, x_test)
+    n = len(cost_train)
+    best = np.nanmin(np.where(np.isfinite(cost_train), cost_train, np.nan), axis=1)
+    run_cheap = cost_train[np.arange(n), cheap_tr]
+    run_full = cost_train[np.arange(n), full_train] + feature_ms_train
+    top, threshold = -np.inf, -np.inf  # -inf: never ask
+    for t in np.concatenate([[-np.inf], np.unique(m_tr)]):
+        ask = m_tr <= t
+        score = float(np.nanmean(best / np.where(ask, run_full, run_cheap)))
+        if score > top + 1e-9:
+            top, threshold = score, float(t)
+    return m_te <= threshold, threshold
+
+
+def gate_bound(runtime: np.ndarray, cheap: np.ndarray, full: np.ndarray, cheap_us: float,
+               feature_us: np.ndarray) -> float:
+    """The first-call fraction of oracle of a perfect gate (per input, whichever of the cheap choice and the
+    full model with its features paid is better): no choice of *when* to compute the features beats it."""
+    n = len(runtime)
+    best = np.nanmin(np.where(np.isfinite(runtime), runtime, np.nan), axis=1)
+    cheap_first = best / (runtime[np.arange(n), cheap] + cheap_us * 1e-3)
+    full_first = best / (runtime[np.arange(n), full] + (cheap_us + feature_us) * 1e-3)
+    return float(np.nanmean(np.maximum(cheap_first, full_first)))
 
 
 def affordable_feature_us(runtime: np.ndarray, cheap: np.ndarray, full: np.ndarray, predicted_ms: np.ndarray,
@@ -87,8 +129,9 @@ def summarise(name: str, runtime: np.ndarray, cheap: np.ndarray, full: np.ndarra
         "budget": budget, "old": old,
         "affordable_feature_us": affordable_feature_us(runtime, cheap, full, predicted_ms, cheap_us, budget),
     }
+    row["gate_bound_first_call"] = gate_bound(runtime, cheap, full, cheap_us, feature_us_per_input)
     row["meets_share"] = row["share_at_median_input"] <= budget
-    row["meets_fraction_0.95"] = row["fraction_cascade"] >= 0.95
+    row["meets_fraction_0.95"] = row["fraction_cascade_first_call_incl_features"] >= 0.95
     return row
 
 
@@ -114,9 +157,47 @@ def gpu_suite() -> list[dict[str, Any]]:
         old = {"distilled_fraction": re[name]["distilled"]["fraction"],
                "full_model_fraction": re[name]["adaptive_all_features"]["fraction"],
                "full_model_first_call_share": float(np.median(full_us) * 1e-3 / re[name]["median_input_run_ms"])}
-        rows.append(summarise(f"gpu_suite/{name}", runtime, cheap, full, chosen, asked, bind_us, full_us,
-                              BUDGET["gpu_suite"], old, predicted))
+        rows.append({"selector": "tree + budget gate",
+                     **summarise(f"gpu_suite/{name}", runtime, cheap, full, chosen, asked, bind_us, full_us,
+                                 BUDGET["gpu_suite"], old, predicted)})
+        f_train = np.array([r["model_features"] for r in train], float)
+        f_test = np.array([r["model_features"] for r in test], float)
+        h_train = np.log1p(np.abs(np.array([r["model_host_features"] for r in train], float)))
+        h_test = np.log1p(np.abs(np.array([r["model_host_features"] for r in test], float)))
+        rows.append(margin_row(f"gpu_suite/{name}", h_train, h_test, f_train, f_test, rt_train, runtime,
+                               np.array([r["feature_ms"] for r in train]), full_us, bind_us,
+                               BUDGET["gpu_suite"], old, predicted))
     return rows
+
+
+def margin_row(name: str, h_train: np.ndarray, h_test: np.ndarray, f_train: np.ndarray, f_test: np.ndarray,
+               cost_train: np.ndarray, runtime: np.ndarray, feature_ms_train: np.ndarray, feature_us_test: np.ndarray,
+               metadata_us: float, budget: float, old: dict[str, Any], predicted: np.ndarray) -> dict[str, Any]:
+    """The uncertainty-gated cascade: cheap and full models each chosen by cross-validation on the training
+    inputs, device features asked for where the cheap model's margin is below the training-chosen threshold."""
+    cheap_model = cheap_auto(h_train, cost_train)
+    full_model, _ = choose_model(f_train, cost_train, cost_train, kinds=CHEAP_KINDS)
+    cheap, full = cheap_model.predict(h_test), full_model.predict(f_test)
+    asked, threshold = margin_gate(cheap_model, h_train, cost_train, full_model.predict(f_train),
+                                   feature_ms_train, h_test)
+    query_us = predictor_us(cheap_model, h_test)
+    row = summarise(name, runtime, cheap, full, np.where(asked, full, cheap), asked, metadata_us + query_us,
+                    feature_us_test, budget, old, predicted)
+    return {"selector": f"cv {cheap_model.kind} / cv {full_model.kind} + margin gate",
+            **row, "margin_threshold": threshold, "cheap_query_us": query_us}
+
+
+def predictor_us(model: FittedModel, x: np.ndarray) -> float:
+    """Median microseconds of one compiled query on this host (the cheap model's share of a first call)."""
+    predict = compile_predictor(model.params)
+    row = x[len(x) // 2]
+    samples = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(200):
+            predict(row)
+        samples.append((time.perf_counter() - t0) / 200 * 1e6)
+    return float(np.median(samples))
 
 
 def ndp() -> list[dict[str, Any]]:
@@ -150,9 +231,14 @@ def ndp() -> list[dict[str, Any]]:
         fc = b["feature_cost"]
         old = {"fraction": b["mean_fraction_of_oracle"], "features_share_of_median_run":
                fc["features_share_of_median_run"]}
-        rows.append(summarise(f"ndp/{name}", cte, models["cheap"], models["full"], chosen, asked,
-                              cheap_cost + 1.0,  # + about 1 us for the compiled SVM (measured in the README)
-                              np.array([r["feature_us"] for r in test]), BUDGET["ndp"], old, predicted))
+        feature_us = np.array([r["feature_us"] for r in test])
+        rows.append({"selector": "svm + budget gate",
+                     **summarise(f"ndp/{name}", cte, models["cheap"], models["full"], chosen, asked,
+                                 cheap_cost + 1.0,  # + about 1 us for the compiled SVM (measured in the README)
+                                 feature_us, BUDGET["ndp"], old, predicted)})
+        rows.append(margin_row(f"ndp/{name}", xtr[:, :2], xte[:, :2], xtr, xte, ctr, cte,
+                               np.array([r["feature_us"] for r in train]) * 1e-3, feature_us, cheap_cost,
+                               BUDGET["ndp"], old, predicted))
     return rows
 
 
@@ -161,7 +247,7 @@ def analyse() -> dict[str, Any]:
     return {"source": {"gpu_suite": str(GPU_SUITE_RAW), "ndp": str(NDP)}, "rows": rows}
 
 
-COLUMNS = ["benchmark", "fraction_cheap_only", "fraction_full_model", "fraction_cascade",
+COLUMNS = ["benchmark", "selector", "fraction_cheap_only", "fraction_full_model", "fraction_cascade",
            "fraction_cascade_first_call_incl_features", "inputs_with_device_features", "n_test",
            "median_input_run_ms", "median_input_selection_us", "share_at_median_input", "meets_share",
-           "meets_fraction_0.95", "affordable_feature_us"]
+           "meets_fraction_0.95", "gate_bound_first_call", "affordable_feature_us"]
