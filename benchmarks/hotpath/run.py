@@ -33,7 +33,7 @@ import numpy as np
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares the GPU with CuPy
 
 import adaptune.numpy as anp  # noqa: E402
-from adaptune.lang import fuse, ir  # noqa: E402
+from adaptune.lang import fuse  # noqa: E402
 from adaptune.lang import session as lang_session  # noqa: E402
 from adaptune.lang.runtime import Runtime  # noqa: E402
 from benchmarks.harness import device_tag, markdown_table, run_metadata, study_parser, write_results  # noqa: E402
@@ -128,8 +128,8 @@ def flush_phases(n_calls: int) -> dict[str, float]:
         t1 = pc()
         bases, roots, root_of = sess.collect()
         t2 = pc()
-        nodes, state, ok, epoch = sess._taken
-        hit = sess.taped.get((ir.TAPE.generation, state, *[r._tp if r._te == epoch else -1 for r in roots]))
+        nodes, items, ok, epoch = sess._taken
+        hit = sess.taped.get((tuple(items), *[r._tp if r._te == epoch else -1 for r in roots]))
         if not ok or hit is None:
             raise RuntimeError("the cached update did not hit the taped plan cache")
         t3 = pc()

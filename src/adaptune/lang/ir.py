@@ -55,55 +55,45 @@ def size_of(shape: tuple[int, ...]) -> int:
 
 
 class Tape:
-    """The structure recorded since the last flush, folded into one int while recording: the plan-cache key a
-    cache hit needs, without walking the trace at the flush.
+    """The structure recorded since the last flush, written down while recording: the plan-cache key a cache
+    hit needs, without walking the trace at the flush.
 
     Every operation node, when built, gets the next position on the tape (``_tp``, valid while ``_te`` is the
-    tape's ``epoch``); a leaf (buffer, scalar) gets one the first time a node reads it, so two reads of one
-    buffer share a position (aliasing is part of the key). Each new entry moves ``state`` along a trie of
-    (state, description, children's positions): equal states mean equal recorded structures. ``ok`` turns
-    False when the tape cannot describe the trace (a node of an earlier flush read again, a buffer's
-    ownership changed after it was read); the flush then walks the trace as before.
+    tape's ``epoch``) and appends its description and, per child, the child's position, or the child's
+    description where a leaf (buffer, scalar) is read for the first time (it then gets a position too), so
+    two reads of one buffer share a position: aliasing is part of the key, as in ``fuse.linearise``'s key.
+    ``ok`` turns False when the tape cannot describe the trace (a node of an earlier flush read again, a
+    buffer's ownership changed after it was read); the flush then walks the trace as before.
     """
 
-    __slots__ = ("nodes", "state", "ok", "epoch", "trie", "generation")
-    MAX_STATES = 1 << 18  # the trie is dropped (and ``generation`` bumped) past this many states
+    __slots__ = ("nodes", "items", "ok", "epoch")
 
     def __init__(self) -> None:
         self.nodes: list[Node] = []
-        self.state = 0
+        self.items: list[Any] = []
         self.ok = True
         self.epoch = 0
-        self.trie: dict[tuple, int] = {}
-        self.generation = 0
 
     def add(self, node: Node) -> None:
         """Put a new operation node (and the leaves it reads first) on the tape."""
-        ep, nodes, trie = self.epoch, self.nodes, self.trie
-        pos: list[Any] = [self.state, node.key]
+        ep, nodes, items = self.epoch, self.nodes, self.items
+        items.append(node.key)
         for c in node.children:
-            if c._te != ep:
+            if c._te == ep:
+                items.append(c._tp)
+            else:
                 if c.children:
                     self.ok = False  # built before the last flush: its structure is not on this tape
                 c._te, c._tp = ep, len(nodes)
                 nodes.append(c)
-                k = (self.state, c.key)
-                self.state = pos[0] = trie.get(k) or trie.setdefault(k, len(trie) + 1)
-            pos.append(c._tp)
+                items.append(c.key)
         node._te, node._tp = ep, len(nodes)
         nodes.append(node)
-        k = tuple(pos)
-        self.state = trie.get(k) or trie.setdefault(k, len(trie) + 1)
 
-    def take(self) -> tuple[list[Node], int, bool, int]:
-        """(nodes, state, ok, epoch) of the trace recorded so far; a new, empty tape starts."""
-        ok = self.ok
-        if len(self.trie) > self.MAX_STATES:
-            self.trie.clear()
-            self.generation += 1
-            ok = False  # its state belongs to the dropped trie
-        taken = (self.nodes, self.state, ok, self.epoch)
-        self.nodes, self.state, self.ok = [], 0, True
+    def take(self) -> tuple[list[Node], list[Any], bool, int]:
+        """(nodes, items, ok, epoch) of the trace recorded so far; a new, empty tape starts."""
+        taken = (self.nodes, self.items, self.ok, self.epoch)
+        self.nodes, self.items, self.ok = [], [], True
         self.epoch += 1
         return taken
 

@@ -63,9 +63,9 @@ class Session:
         self.last_plan: fuse.Plan | None = None
         self.last_order: list[Node] | None = []  # None after a flush bound from the tape (see last_bound)
         self.last_bound: list[Any] = []  # that flush's [leaf buffers..., scalars...]
-        self.taped: dict[tuple, tuple[fuse.Plan, list[int], list[int], int]] = {}  # (tape generation, state,
-        # roots' positions) -> (plan, leaves' and scalars' tape positions, nodes): a hit binds without a walk
-        self._taken: tuple[list[Node], int, bool, int] = ([], 0, False, -1)
+        self.taped: dict[tuple, tuple[fuse.Plan, list[int], list[int], int]] = {}  # (tape items, roots'
+        # positions) -> (plan, leaves' and scalars' tape positions, nodes): a hit binds without a walk
+        self._taken: tuple[list[Node], list[Any], bool, int] = ([], [], False, -1)
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
         self._coalesce = True
         self.generation = 0  # bumped whenever cached plans are dropped (replayed traces hold plans too)
@@ -120,10 +120,10 @@ class Session:
         pending = self.pending
         bases, roots, root_of = self.collect()
         try:
-            nodes, state, ok, epoch = self._taken
+            nodes, items, ok, epoch = self._taken
             if not (ok and roots):
                 return self.flush_collected(bases, roots, root_of, t0)
-            key = (TAPE.generation, state, *[r._tp if r._te == epoch else -1 for r in roots])
+            key = (tuple(items), *[r._tp if r._te == epoch else -1 for r in roots])
             hit = self.taped.get(key)
             if hit is not None:
                 return self._flush_taped(hit, nodes, bases, roots, root_of, t0)
@@ -153,7 +153,7 @@ class Session:
 
     def _remember(self, key: tuple, epoch: int) -> None:
         """After a walked flush: note where the plan's leaves and scalars sit on the tape, so the next flush
-        with this tape state binds them directly (only when every one of them is on this flush's tape)."""
+        with this tape binds them directly (only when every one of them is on this flush's tape)."""
         plan, order = self.last_plan, self.last_order
         if plan is None or order is None:
             return
