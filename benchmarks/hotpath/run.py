@@ -70,17 +70,24 @@ def overhead(n_calls: int) -> dict[str, Any]:
     """Host time per call of the cached 2-op update: recorded + flushed, and jitted."""
     out: dict[str, Any] = {"n": n_calls}
     a = anp.asarray(np.ones(1024, np.float32))
-    rec, host = [], []
-    for i in range(n_calls + 50):
-        t0 = time.perf_counter()
-        update_step(a)
-        anp.flush()
-        if i >= 50:
-            rec.append((time.perf_counter() - t0) * 1e6)
-            host.append(anp.last_flush().host_us)
-    out["flush_host_us_p50"] = float(np.median(host))
-    out["flush_host_us_p90"] = float(np.percentile(host, 90))
-    out["record_and_flush_us_p50"] = float(np.median(rec))
+    sess = lang_session.session()
+    variants = (True, False) if sess.runtime.graphs else (False,)
+    for graphs in variants:  # a cache hit replays a CUDA graph where it binds the captured buffers and scalars
+        sess.cuda_graphs = graphs
+        tag = "" if graphs or not sess.runtime.graphs else "_no_graph"
+        rec, host = [], []
+        for i in range(n_calls + 50):
+            t0 = time.perf_counter()
+            update_step(a)
+            anp.flush()
+            if i >= 50:
+                rec.append((time.perf_counter() - t0) * 1e6)
+                host.append(anp.last_flush().host_us)
+        out[f"flush_host{tag}_us_p50"] = float(np.median(host))
+        out[f"flush_host{tag}_us_p90"] = float(np.percentile(host, 90))
+        out[f"record_and_flush{tag}_us_p50"] = float(np.median(rec))
+    hit = next(iter(sess.taped.values()), None)
+    out["flush_cuda_graph"] = hit is not None and hit[4] is not None and hit[4].graph is not None
     sess = lang_session.session()
     for graphs in (True, False) if sess.runtime.graphs else (False,):
         sess.cuda_graphs = graphs
@@ -97,15 +104,31 @@ def overhead(n_calls: int) -> dict[str, Any]:
         out[f"{tag}_us_p90"] = float(np.percentile(calls, 90))
         trace = next(iter(step.traces.values()), None)
         out[f"{tag}_replayed"] = trace is not None and anp.last_flush().cache_hit
-        out[f"{tag}_cuda_graph"] = trace is not None and trace.graph is not None
+        out[f"{tag}_cuda_graph"] = trace is not None and trace.graph is not None and trace.graph.graph is not None
     sess.cuda_graphs = True
     want = np.ones(1024, np.float32)
-    for _ in range((3 if sess.runtime.graphs else 2) * (n_calls + 50)):
+    for _ in range(2 * len(variants) * (n_calls + 50)):  # the plain loops and the jitted ones
         want = want * np.float32(0.5) + np.float32(1.0)
     out["max_abs_err"] = float(np.abs(a.get() - want).max())
+    out["max_abs_err_changing_binding"] = changing_binding()
     out["phases_us_p50"] = flush_phases(n_calls)
     out["profile_top"] = profile_top(min(n_calls, 2000))
     return out
+
+
+def changing_binding() -> float:
+    """Max abs error against NumPy of a plain loop whose scalar and arrays change between cache hits (a graph
+    captured with the old ones must not replay): the check the converging update above cannot make."""
+    rng = np.random.default_rng(7)
+    hosts = [rng.uniform(-1, 1, 1024).astype(np.float32) for _ in range(2)]
+    arrays = [anp.asarray(h) for h in hosts]
+    want = [h.copy() for h in hosts]
+    for i, s in enumerate([0.5] * 4 + [-0.25] * 4 + [1.5] * 2):
+        j = (i // 3) % 2  # three steps on one array, then the other: other addresses
+        arrays[j][...] = arrays[j] * np.float32(s) + np.float32(i)
+        anp.flush()
+        want[j] = want[j] * np.float32(s) + np.float32(i)
+    return max(float(np.abs(x.get() - w).max()) for x, w in zip(arrays, want, strict=True))
 
 
 def flush_phases(n_calls: int) -> dict[str, float]:
@@ -133,7 +156,7 @@ def flush_phases(n_calls: int) -> dict[str, float]:
         if not ok or hit is None:
             raise RuntimeError("the cached update did not hit the taped plan cache")
         t3 = pc()
-        plan, leaves, scalars, n_nodes = hit
+        plan, leaves, scalars, n_nodes, _ = hit
         vals = [nodes[i].data for i in leaves]
         vals += [nodes[i].arg for i in scalars]
         t4 = pc()
@@ -276,6 +299,7 @@ def summary(res: dict[str, Any], old: dict[str, Any]) -> str:
         o = old.get("overhead", {})
         parts += ["Cached 2-op update, host microseconds (p50):", "", markdown_table([{
             "flush_host_us_p50": ov["flush_host_us_p50"], "record_and_flush_us_p50": ov["record_and_flush_us_p50"],
+            "flush_host_no_graph_us_p50": ov.get("flush_host_no_graph_us_p50"),
             "jit_call_us_p50": ov["jit_call_us_p50"], "jit_call_no_graph_us_p50": ov.get("jit_call_no_graph_us_p50"),
             "old_flush_host_us_p50": o.get("flush_host_us_p50"),
             "old_record_and_flush_us_p50": o.get("record_and_flush_us_p50")}]),

@@ -139,3 +139,22 @@ def test_a_buffer_shared_after_it_was_read_is_not_overwritten():
     anp.flush()
     np.testing.assert_array_equal(keep.get(), np.full(16, 4, np.float32))
     np.testing.assert_array_equal(a.get(), np.full(16, 5, np.float32))
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA graphs: run with ADAPTUNE_LANG_TEST_DEVICE=cuda on a GPU")
+def test_cuda_graph_of_a_cache_hit_follows_its_scalars_and_buffers():
+    rng = np.random.default_rng(3)
+    hosts = [rng.random(4096).astype(np.float32) for _ in range(2)]
+    sess = lang_session.session()
+    results = []
+    for graphs in (True, False):
+        sess.cuda_graphs = graphs
+        arrays = [anp.asarray(h) for h in hosts]
+        for i, s in enumerate([0.5] * 4 + [-0.25] * 3 + [2.0] * 3 + [0.5] * 3):
+            j = (i // 4) % 2  # four steps on one array, then the other: other addresses, same plan
+            arrays[j][...] = arrays[j] * np.float32(s) + np.float32(i)
+            anp.flush()
+        results.append([a.get() for a in arrays])
+    sess.cuda_graphs = True
+    for got, want in zip(results[0], results[1], strict=True):
+        np.testing.assert_array_equal(got, want)

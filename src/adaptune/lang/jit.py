@@ -23,6 +23,7 @@ from typing import Any
 
 from adaptune.lang import fuse
 from adaptune.lang.array import LazyArray
+from adaptune.lang.graphs import GraphReplay, graphable
 from adaptune.lang.ir import Buffer
 from adaptune.lang.session import Base, FlushStats, Session, session
 
@@ -108,7 +109,7 @@ class _Trace:
     """Where a replay takes each kernel argument from and puts each result."""
 
     __slots__ = ("session", "generation", "plan", "leaves", "scalars", "results", "n_new", "template",
-                 "nodes", "graph", "graph_key", "seen_key", "graphable")
+                 "nodes", "graph")
 
     def __init__(self, sess: Session, args: tuple, before: list[Any], out: Any,
                  receives: list[tuple[Base, int]], roots: list[Any]) -> None:
@@ -138,8 +139,7 @@ class _Trace:
             raise _NotReplayable  # arrays computed but not returned: a replay could not hand them back
         # a graph bakes in the buffers' addresses: only for plans that allocate nothing per call (every result
         # written in place, intermediates pooled), replayed with the same buffers
-        self.graphable = sess.runtime.graphs and not any(step[4] for step in plan.fast)
-        self.graph = self.graph_key = self.seen_key = None
+        self.graph = GraphReplay() if graphable(plan, sess.runtime) else None
 
     def replay(self, args: tuple, sess: Session) -> Any:
         t0 = time.perf_counter()
@@ -147,8 +147,10 @@ class _Trace:
         if self.scalars:
             vals += self.scalars
         plan = self.plan
-        if self.graphable and sess.cuda_graphs:
-            data = self._launch_graphed(vals, sess)
+        graph = self.graph
+        if graph is not None and graph.usable and sess.cuda_graphs:
+            rt = sess.runtime
+            data = graph.launch(plan, vals, rt, tuple([rt.address(v) for v in vals[:len(self.leaves)]]))
         else:
             data = fuse.launch(plan, vals, sess.runtime)
         new: list[Base | None] = [None] * self.n_new
@@ -166,27 +168,6 @@ class _Trace:
         sess.last = FlushStats(plan.kernels, plan.bytes, self.nodes, True, 0, (time.perf_counter() - t0) * 1e6,
                                "", plan.inplace)
         return out
-
-
-    def _launch_graphed(self, vals: list[Any], sess: Session) -> list[Any]:
-        """The plan as one graph launch when its buffers are the ones captured; captured the second time
-        the same buffers come (a loop updating its arrays in place); launched kernel by kernel otherwise."""
-        rt, plan = sess.runtime, self.plan
-        key = tuple([rt.address(v) for v in vals[:len(self.leaves)]])
-        if key == self.graph_key:
-            rt.launch_graph(self.graph)
-            return [vals[i] for i in plan.root_vals]  # results are leaves: written in place
-        if key == self.seen_key:
-            try:
-                self.graph = rt.capture(lambda: fuse.launch(plan, list(vals), rt))
-                self.graph_key = key
-            except Exception:  # capture refused (driver, pool): never try again for this trace
-                self.graphable = False
-                return fuse.launch(plan, vals, rt)
-            rt.launch_graph(self.graph)
-            return [vals[i] for i in plan.root_vals]
-        self.seen_key = key
-        return fuse.launch(plan, vals, rt)
 
 
 def _template(out: Any, arg_of: dict[int, int], new_of: dict[int, int]) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 
 from adaptune.lang import fuse
 from adaptune.lang.eager import evaluate_eagerly
+from adaptune.lang.graphs import GraphReplay, graphable
 from adaptune.lang.ir import TAPE, Buffer, Node, Scalar
 from adaptune.lang.rules import default_choice
 from adaptune.lang.runtime import KernelCompileError, Runtime
@@ -63,8 +64,9 @@ class Session:
         self.last_plan: fuse.Plan | None = None
         self.last_order: list[Node] | None = []  # None after a flush bound from the tape (see last_bound)
         self.last_bound: list[Any] = []  # that flush's [leaf buffers..., scalars...]
-        self.taped: dict[tuple, tuple[fuse.Plan, list[int], list[int], int]] = {}  # (tape items, roots'
-        # positions) -> (plan, leaves' and scalars' tape positions, nodes): a hit binds without a walk
+        self.taped: dict[tuple, tuple[fuse.Plan, list[int], list[int], int, GraphReplay | None]] = {}  # (tape
+        # items, roots' positions) -> (plan, leaves' and scalars' tape positions, nodes, its CUDA graph): a hit
+        # binds without a walk
         self._taken: tuple[list[Node], list[Any], bool, int] = ([], [], False, -1)
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
         self._coalesce = True
@@ -135,15 +137,20 @@ class Session:
             self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
             raise
 
-    def _flush_taped(self, hit: tuple[fuse.Plan, list[int], list[int], int], nodes: list[Node],
+    def _flush_taped(self, hit: tuple[fuse.Plan, list[int], list[int], int, GraphReplay | None], nodes: list[Node],
                      bases: list[Base], roots: list[Node], root_of: dict[int, int], t0: float) -> FlushStats:
         """A cache hit found by the tape's state: bind the leaves by their tape positions and launch."""
-        plan, leaves, scalars, n_nodes = hit
+        plan, leaves, scalars, n_nodes, graph = hit
         vals = [nodes[i].data for i in leaves]  # type: ignore[attr-defined]
         if scalars:
             vals += [nodes[i].arg for i in scalars]  # type: ignore[attr-defined]
         self.last_bound, self.last_order, self.last_plan = vals[:], None, plan
-        results = fuse.launch(plan, vals, self.runtime)
+        rt = self.runtime
+        if graph is not None and graph.usable and self.cuda_graphs:  # the graph bakes in addresses and scalars
+            key = (*[rt.address(v) for v in vals[:len(leaves)]], *[v.tobytes() for v in vals[len(leaves):]])
+            results = graph.launch(plan, vals, rt, key)
+        else:
+            results = fuse.launch(plan, vals, rt)
         self.assign(bases, roots, root_of, results)
         self.flushes += 1
         self.history_kernels += plan.kernels
@@ -160,7 +167,8 @@ class Session:
         leaves = [order[i] for i in plan.leaf_slots]
         scalars = [order[i] for i in plan.scalar_slots]
         if all(n._te == epoch for n in leaves) and all(n._te == epoch for n in scalars):
-            self.taped[key] = (plan, [n._tp for n in leaves], [n._tp for n in scalars], len(order))
+            self.taped[key] = (plan, [n._tp for n in leaves], [n._tp for n in scalars], len(order),
+                               GraphReplay() if graphable(plan, self.runtime) else None)
 
     def replay_last(self) -> list[Any]:
         """Launch the last flushed plan again on the same inputs (benchmarks time the kernels alone)."""
