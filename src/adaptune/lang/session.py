@@ -250,6 +250,10 @@ class Session:
                 owned: bool = True) -> None:
         """Each base's expression becomes its buffer; a buffer that two bases receive is shared (copies
         made before the flush), so neither may later overwrite it in place."""
+        if len(bases) == 1:  # the common step: one array updated
+            r = roots[0]
+            bases[0].node = Buffer(results[0], r.shape, r.dtype, owned)
+            return
         done = [Buffer(data, r.shape, r.dtype, owned) for r, data in zip(roots, results, strict=True)]
         given: set[int] = set()
         for b in bases:
