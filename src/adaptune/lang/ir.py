@@ -77,7 +77,8 @@ class Tape:
     def add(self, node: Node) -> None:
         """Put a new operation node (and the leaves it reads first) on the tape."""
         ep, nodes, items = self.epoch, self.nodes, self.items
-        items.append(node.key)
+        k = node._key = node.desc()  # a new node: its description was not computed yet
+        items.append(k)
         for c in node.children:
             if c._te == ep:
                 items.append(c._tp)
