@@ -10,7 +10,8 @@ Rules (seed 002's greedy fuser, with array contraction):
 
 The plan cache key is the linearised DAG without data: node descriptions (op, dtype, shape, view),
 edges, which leaves are the same buffer, and which nodes are roots. A steady-state loop therefore hits
-the cache on every flush and pays only the linearisation, the look-up and the launches.
+the cache on every flush; the session finds most such hits from the key written while recording
+(``ir.Tape``) and walks the trace (``linearise``) only on a miss.
 """
 
 from __future__ import annotations

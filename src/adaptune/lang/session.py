@@ -1,9 +1,10 @@
 """The process-wide session: the device runtime, the pending arrays, the plan cache and per-flush statistics.
 
 A flush collects every live array whose value is still an expression (arrays that died are never
-computed, so temporaries are contracted away), linearises their DAG, looks the structure up in the plan
-cache (building and compiling on a miss), launches the kernels and swaps each array's expression for
-the resulting buffer.
+computed, so temporaries are contracted away), looks the structure up in the plan cache (building and
+compiling on a miss), launches the kernels and swaps each array's expression for the resulting buffer.
+The structure is the key recording wrote on the tape (``ir.Tape``): a repeated step binds its plan's
+inputs by tape position without walking the trace; a step seen for the first time is linearised as before.
 """
 
 from __future__ import annotations
@@ -139,7 +140,7 @@ class Session:
 
     def _flush_taped(self, hit: tuple[fuse.Plan, list[int], list[int], int, GraphReplay | None], nodes: list[Node],
                      bases: list[Base], roots: list[Node], root_of: dict[int, int], t0: float) -> FlushStats:
-        """A cache hit found by the tape's state: bind the leaves by their tape positions and launch."""
+        """A cache hit found from the tape: bind the leaves and scalars by their tape positions and launch."""
         plan, leaves, scalars, n_nodes, graph = hit
         vals = [nodes[i].data for i in leaves]  # type: ignore[attr-defined]
         if scalars:
