@@ -22,6 +22,7 @@ from adaptune.lang.ir import TAPE, Buffer, Node, Scalar
 from adaptune.lang.rules import default_choice
 from adaptune.lang.runtime import KernelCompileError, Runtime
 
+TAPED_ENTRIES = 4096  # tape keys remembered (several recordings may find one plan)
 AUTO_FLUSH_NODES = 400  # a loop that never flushes is flushed once this many operations are pending (code
 # generation recurses along the expression, so a longer chain would hit Python's recursion limit)
 
@@ -168,6 +169,8 @@ class Session:
         leaves = [order[i] for i in plan.leaf_slots]
         scalars = [order[i] for i in plan.scalar_slots]
         if all(n._te == epoch for n in leaves) and all(n._te == epoch for n in scalars):
+            if len(self.taped) >= TAPED_ENTRIES:
+                self.taped.clear()  # a program that never repeats a step: start over (the plans stay cached)
             self.taped[key] = (plan, [n._tp for n in leaves], [n._tp for n in scalars], len(order),
                                GraphReplay() if graphable(plan, self.runtime) else None)
 
