@@ -133,7 +133,8 @@ def changing_binding() -> float:
 
 def flush_phases(n_calls: int) -> dict[str, float]:
     """A cache-hit flush of the update, phase by phase (``Session.flush``'s steps on the taped path, timed in
-    between; the launches are real and timed alone): where the host time goes. ``walk_for_reference`` times
+    between; the launches are real and timed alone, one CUDA graph where the flush would replay one): where
+    the host time goes. ``walk_for_reference`` times
     the trace walk (``fuse.linearise``) a hit no longer does, beside, outside the flush."""
     sess = lang_session.session()
     rt = sess.runtime
@@ -156,11 +157,15 @@ def flush_phases(n_calls: int) -> dict[str, float]:
         if not ok or hit is None:
             raise RuntimeError("the cached update did not hit the taped plan cache")
         t3 = pc()
-        plan, leaves, scalars, n_nodes, _ = hit
+        plan, leaves, scalars, n_nodes, graph = hit
         vals = [nodes[i].data for i in leaves]
         vals += [nodes[i].arg for i in scalars]
         t4 = pc()
-        results = fuse.launch(plan, vals, rt)
+        if graph is not None and graph.usable and sess.cuda_graphs:  # as Session._flush_taped launches it
+            key = (*[rt.address(v) for v in vals[:len(leaves)]], *[v.tobytes() for v in vals[len(leaves):]])
+            results = graph.launch(plan, vals, rt, key)
+        else:
+            results = fuse.launch(plan, vals, rt)
         t5 = pc()
         sess.assign(bases, roots, root_of, results)
         sess.last = lang_session.FlushStats(plan.kernels, plan.bytes, n_nodes, True, 0, 0.0, "", plan.inplace)
