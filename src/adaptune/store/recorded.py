@@ -26,10 +26,12 @@ def kt_key(config: Mapping[str, Any], names: list[str]) -> str:
 
 def problem_size_name(problem_size: Any) -> str:
     """A readable input name for a problem size: ``4096x4096``, ``100`` (or ``default`` when unknown)."""
-    if problem_size is None or problem_size == "" or problem_size == []:
+    if hasattr(problem_size, "item") and getattr(problem_size, "ndim", 1) == 0:
+        problem_size = problem_size.item()  # a NumPy scalar (``numpy.int32(n)``, as Kernel Tuner's examples pass)
+    if problem_size is None or (isinstance(problem_size, str | list | tuple) and len(problem_size) == 0):
         return "default"
     if isinstance(problem_size, list | tuple):
-        return "x".join(str(v) for v in problem_size)
+        return "x".join(str(v.item() if hasattr(v, "item") else v) for v in problem_size)
     return str(problem_size)
 
 
