@@ -68,11 +68,20 @@ transfer() {  # issue 12 / 26: one device's labels and proxies for the cross-dev
   timeout "${LABEL_CAP:-420}" $PY -m benchmarks.transfer.labels --device "${DEVICE:-cuda}" --out "$OUT" --tag "$tag" \
       --size-scale 0.05 --seed 2024 --benchmarks spmv histogram sort bfs 2>&1 | tail -40
   elapsed "labels done"
-  if command -v ncu > /dev/null 2>&1; then
-    timeout "${NCU_CAP:-150}" ncu --csv --target-processes all --launch-count "${NCU_LAUNCHES:-600}" \
-      --metrics dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__t_set_accesses_pipe_lsu_mem_global_op_atom.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,gpu__time_duration.sum \
-      $PY -m benchmarks.gpu_suite.run smoke --device cuda > "$OUT/counters_$tag.csv" 2> "$OUT/counters_$tag.err"
-    elapsed "ncu rc $?"
+  if command -v ncu > /dev/null 2>&1; then  # per benchmark: one run over every kernel ran out of launches
+    local m=dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed
+    m=$m,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__t_set_accesses_pipe_lsu_mem_global_op_atom.sum
+    m=$m,l1tex__t_set_accesses_pipe_lsu_mem_global_op_red.sum,sm__sass_thread_inst_executed_op_ffma_pred_on.sum
+    m=$m,sm__inst_executed.sum,dram__bytes.sum,gpu__time_duration.sum
+    local b k
+    for b in spmv:"regex:spmv_" histogram:"regex:histogram_" \
+        sort:"regex:(sort_tiles|merge_pass|bitonic|count_order|reverse_copy|RadixSort)" bfs:"regex:bfs_"; do
+      k=${b#*:}; b=${b%%:*}
+      timeout "${NCU_CAP:-100}" ncu --csv --target-processes all -k "$k" --launch-count "${NCU_LAUNCHES:-150}" \
+        --metrics "$m" $PY -m benchmarks.gpu_suite.run run --benchmarks "$b" --scale 0.1 --size-scale 0.05 \
+        --out "/tmp/ncu_$b" > "$OUT/counters_${b}_$tag.csv" 2> "$OUT/counters_${b}_$tag.err"
+      elapsed "ncu $b rc $?"
+    done
   else
     echo "no ncu on this machine: no profiler counters" | tee "$OUT/counters_$tag.txt"
   fi
