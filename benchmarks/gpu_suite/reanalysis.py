@@ -282,7 +282,7 @@ def markdown(rep: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_suite.reanalysis", description=__doc__.splitlines()[0])
-    p.add_argument("--raw", default=str(RESULTS / "gpu_suite_h100_raw.json"))
+    p.add_argument("--raw", default=str(RESULTS / "history" / "gpu_suite_h100_round3_raw.json"))  # the committed reanalysis: round 3
     p.add_argument("--extra", nargs="*", default=[str(RESULTS / "gpu_suite_h100_histogram_seed2025_raw.json")])
     p.add_argument("--out", default="out/gpu_suite", help="folder (default out/gpu_suite/)")
     p.add_argument("--stem", default=None, help="file names (default gpu_suite_<device of --raw>_reanalysis)")

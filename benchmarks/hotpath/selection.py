@@ -24,7 +24,7 @@ from adaptune.adaptive.models import FittedModel, choose_model, fit_model, fract
 from adaptune.kernels import distilled
 from benchmarks.gpu_suite.run import cost_matrices
 
-GPU_SUITE_RAW = Path("benchmarks/gpu_suite/results/gpu_suite_h100_raw.json")
+GPU_SUITE_RAW = Path("benchmarks/gpu_suite/results/history/gpu_suite_h100_round3_raw.json")  # what the reanalysis read
 GPU_SUITE_REANALYSIS = Path("benchmarks/gpu_suite/results/gpu_suite_h100_reanalysis.json")
 NDP = Path("benchmarks/ndp/results/ndp_h100.json")
 BUDGET = {"gpu_suite": 0.02, "ndp": 0.05}
