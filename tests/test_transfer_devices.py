@@ -13,13 +13,21 @@ from adaptune.adaptive.models import fraction_of_oracle
 from adaptune.adaptive.transfer import PROXY_FEATURES_MEASURED, MTLSelector, p_dfs
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "transfer" / "results"
-DEVICES = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200", "pocl": "pthread-AMD EPYC"}
+DEVICES = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200",
+           "pocl": "pthread-skylake-avx512-Intel(R) Xeon(R) Processor"}  # the labels of gpu_suite_pocl_s005_raw.json
 SPMV = ["csr_scalar", "csr_vector_2", "csr_vector_4", "csr_vector_8", "csr_vector_16", "csr_vector_32",
         "csr_balanced", "ell", "dia"]
 
 
-def _spmv(tag: str, part: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    bench = json.loads((RESULTS / f"gpu_suite_{tag}_s005_raw.json").read_text())["benchmarks"]["spmv"]
+# the four devices' labels of 2026-11-23 (PoCL on an AMD EPYC host), where issue 12's scaling fault showed
+AMD_ROUND = {"h100": "history/gpu_suite_h100_s005_758c7ce_raw.json", "h200": "history/gpu_suite_h200_s005_758c7ce_raw.json",
+             "pocl": "history/gpu_suite_pocl_amd_s005_29a7abf_raw.json",
+             "pocl_basic": "history/gpu_suite_pocl_basic_amd_s005_758c7ce_raw.json"}
+
+
+def _spmv(tag: str, part: str, files: dict[str, str] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    name = files[tag] if files else f"gpu_suite_{tag}_s005_raw.json"
+    bench = json.loads((RESULTS / name).read_text())["benchmarks"]["spmv"]
     recs = bench[part]
     costs = np.array([[r["times_ms"][v] if r["times_ms"].get(v) is not None else np.inf for v in SPMV] for r in recs])
     runtime = costs.copy()
@@ -65,10 +73,11 @@ def test_mtl_picks_a_cpu_target_from_the_cpu_source_when_one_is_among_the_source
     the sources) weighed as much as copy bandwidth (0.26-2,945 GB/s) and the pthread CPU (7.1 us) landed
     nearer the GPUs, picking csr_vector kernels (0.37 of its oracle). With one range for the block it is
     nearest the other CPU and picks like it."""
-    dev = dict(DEVICES, pocl_basic="basic-AMD EPYC")
+    dev = dict(DEVICES, pocl="pthread-AMD EPYC", pocl_basic="basic-AMD EPYC")
     feats = {t: measured_features(n) for t, n in dev.items()}
-    x_test, _, rt_test = _spmv("pocl", "test")
-    sources = [(_spmv(t, "train")[0], _spmv(t, "train")[1], feats[t]) for t in ("h100", "h200", "pocl_basic")]
+    x_test, _, rt_test = _spmv("pocl", "test", AMD_ROUND)
+    sources = [(_spmv(t, "train", AMD_ROUND)[0], _spmv(t, "train", AMD_ROUND)[1], feats[t])
+               for t in ("h100", "h200", "pocl_basic")]
     pdfs = ("copy_gbs", "launch_us")
     shared = MTLSelector(pdfs, kind="svm").fit(sources).predict(x_test, feats["pocl"])
     per_feature = MTLSelector(pdfs, kind="svm", device_scale="per_feature").fit(sources).predict(x_test, feats["pocl"])

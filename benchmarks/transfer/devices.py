@@ -108,8 +108,8 @@ SMOKE: dict = {}
 def main(argv: list[str] | None = None) -> None:
     ap = study_parser("transfer", __doc__.splitlines()[0])
     ap.add_argument("raws", nargs="*", default=[str(RESULTS / f"gpu_suite_{tag}_s005_raw.json")
-                                                 for tag in ("h100", "h200", "pocl")],
-                    help="gpu_suite raw.json labels of each device (default: the committed H100, H200, PoCL)")
+                                                 for tag in ("h100", "h200", "pocl", "pocl_basic")],
+                    help="gpu_suite raw.json labels of each device (default: the committed H100, H200, PoCL pthread and basic)")
     ap.add_argument("--proxies", default=str(ROOT / "data" / "devices" / "proxy_features.json"))
     args = parse_study_args(ap, argv, smoke=SMOKE)
     t0 = time.perf_counter()
