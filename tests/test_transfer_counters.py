@@ -141,6 +141,9 @@ def test_load_intensity_reads_the_committed_file_and_refuses_others(tmp_path):
     bad.write_text('{"benchmarks": {"sort": {"no": 1}}}')
     with pytest.raises(SystemExit, match="not a counters_intensity.json"):
         devices.load_intensity(bad)
+    bad.write_text('{"benchmarks": {"sort": {"intensity": {"DP-GFLOP": 3}}}}')
+    with pytest.raises(SystemExit, match="unknown proxies DP-GFLOP"):
+        devices.load_intensity(bad)
 
 
 def _trimmed(tmp_path: Path, name: str, keep: int) -> str:

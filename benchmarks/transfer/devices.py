@@ -68,6 +68,9 @@ def load_intensity(path: str | Path) -> dict[str, dict[str, float]]:
         raise SystemExit(f"{path}: not a counters_intensity.json ({type(e).__name__}: {e})") from None
     if not table:
         raise SystemExit(f"{path}: no benchmarks with counter-derived intensities")
+    unknown = sorted({p for v in table.values() for p in v} - set(PROXY_FEATURES_MEASURED))
+    if unknown:
+        raise SystemExit(f"{path}: unknown proxies {', '.join(unknown)}; known: {', '.join(PROXY_FEATURES_MEASURED)}")
     return table
 
 
