@@ -166,3 +166,10 @@ def test_devices_cli_uses_counter_intensities_for_p_dfs(tmp_path):
     want = p_dfs([table["sort"]], proxy_features=PROXY_FEATURES_MEASURED, per_input=2)
     assert out["benchmarks"]["sort"]["p_dfs_features"] == want
     assert "from ncu counters" in (tmp_path / "out" / "transfer_devices_counters.md").read_text()
+
+
+def test_a_file_without_the_instruction_counts_is_refused_by_name():
+    # the 60-launch smoke files carry six of the nine metrics
+    launches = counters.read_launches(COUNTERS / "counters_smoke60_h200.csv.gz")
+    with pytest.raises(counters.CountersError, match=r"counters_smoke60_h200.csv.gz: launch .* lacks .*sm__inst_executed"):
+        counters.summarise(launches, LAUNCH_US)
