@@ -22,6 +22,12 @@ A constraint-refused variant (ELL, DIA, shared histograms) costs what the benchm
 
     python -m benchmarks.transfer.devices RAW_A RAW_B RAW_C [--proxies data/devices/proxy_features.json] [--out DIR]
     python -m benchmarks.transfer.devices        # the committed labels (H100, H200, PoCL) -> out/transfer/
+    python -m benchmarks.transfer.devices --intensity counters   # P-DFS from ncu counters (counters.py)
+
+P-DFS's intensities are the hand-set ``INTENSITY`` unless ``--intensity counters``: then the per-benchmark
+intensities ``benchmarks.transfer.counters`` derived from Nsight Compute counters
+(``results/counters_intensity.json``, or ``--counters PATH``), and the output is named
+``transfer_devices_counters``.
 """
 
 from __future__ import annotations
@@ -42,14 +48,30 @@ LIBRARY_BACKED = {"cusparse", "cusparse_alg1", "cusparse_alg2", "torch_csr", "cu
                   "presorted_radix"}
 BOOTSTRAP = 2000
 FALLBACK = {"spmv": "csr_scalar", "histogram": "global", "sort": "merge", "bfs": "topdown_thread"}
-# P-DFS input: which proxy dominates each benchmark (intensity 0..5 per input). Nitro predicts these from
-# profiler counters; without a profiler here they are set by what each kernel family is bound by.
+# P-DFS input: which proxy dominates each benchmark (intensity 0..5 per input), set by what each kernel family
+# is bound by. Nitro predicts these from profiler counters: `--intensity counters` reads those `counters.py`
+# derives from the H100's Nsight Compute counters (results/counters_intensity.json).
 INTENSITY = {"spmv": {"MEM-BW": 5, "LAUNCH": 3, "SH-MEM-BW": 1, "ATOMIC": 0, "SP-GFLOP": 1},
              "histogram": {"ATOMIC": 5, "SH-MEM-BW": 4, "MEM-BW": 3, "LAUNCH": 2, "SP-GFLOP": 0},
              "sort": {"SH-MEM-BW": 5, "MEM-BW": 4, "LAUNCH": 4, "ATOMIC": 0, "SP-GFLOP": 0},
              # BFS (set by hand like the others, not yet from a profiler): one launch per level, irregular
              # gathers, frontier queues built with atomics
              "bfs": {"LAUNCH": 5, "MEM-BW": 4, "ATOMIC": 3, "SH-MEM-BW": 1, "SP-GFLOP": 0}}
+
+
+def load_intensity(path: str | Path) -> dict[str, dict[str, float]]:
+    """benchmark -> proxy -> intensity from ``counters.py``'s JSON; a clear error for a file that is not one."""
+    try:
+        data = json.loads(Path(path).read_text())
+        table = {b: {p: float(x) for p, x in v["intensity"].items()} for b, v in data["benchmarks"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise SystemExit(f"{path}: not a counters_intensity.json ({type(e).__name__}: {e})") from None
+    if not table:
+        raise SystemExit(f"{path}: no benchmarks with counter-derived intensities")
+    unknown = sorted({p for v in table.values() for p in v} - set(PROXY_FEATURES_MEASURED))
+    if unknown:
+        raise SystemExit(f"{path}: unknown proxies {', '.join(unknown)}; known: {', '.join(PROXY_FEATURES_MEASURED)}")
+    return table
 
 
 def MODELS(pdfs: list[str], all_proxies: tuple[str, ...]) -> list[tuple[str, tuple[str, ...], str]]:  # noqa: N802
@@ -111,8 +133,13 @@ def main(argv: list[str] | None = None) -> None:
                                                  for tag in ("h100", "h200", "pocl", "pocl_basic")],
                     help="gpu_suite raw.json labels of each device (default: the committed H100, H200, PoCL pthread and basic)")
     ap.add_argument("--proxies", default=str(ROOT / "data" / "devices" / "proxy_features.json"))
+    ap.add_argument("--intensity", choices=("hand", "counters"), default="hand",
+                    help="P-DFS's proxy intensities: hand-set INTENSITY (default) or derived from ncu counters")
+    ap.add_argument("--counters", default=str(RESULTS / "counters_intensity.json"),
+                    help="counters.py's JSON, read with --intensity counters")
     args = parse_study_args(ap, argv, smoke=SMOKE)
     t0 = time.perf_counter()
+    intensity = load_intensity(args.counters) if args.intensity == "counters" else INTENSITY
     raws = [load(p) for p in args.raws]
     if len(raws) < 3:
         raise SystemExit("train on the others, test on one: give at least three raw files")
@@ -124,17 +151,21 @@ def main(argv: list[str] | None = None) -> None:
     feats = [table[n]["proxies"] for n in names]
     all_proxies = tuple(sorted(feats[0]))
     out: dict = {"devices": names, "sources": [r["path"] for r in raws], "proxies": dict(zip(names, feats, strict=True)),
-                 "size_scale": [r.get("size_scale") for r in raws], "benchmarks": {}}
+                 "size_scale": [r.get("size_scale") for r in raws], "benchmarks": {},
+                 "intensity": {"source": "hand-set" if intensity is INTENSITY else args.counters,
+                               "values": {b: dict(v) for b, v in intensity.items()}}}
     for bname in ("spmv", "histogram", "sort", "bfs"):
         if not all(bname in r["benchmarks"] for r in raws):
             continue
+        if bname not in intensity:
+            raise SystemExit(f"{bname}: no P-DFS intensities in {out['intensity']['source']}")
         data = [r["benchmarks"][bname] for r in raws]
         for part in ("train", "test"):
             lists = [[x["name"] for x in d[part]] for d in data]
             if any(lst != lists[0] for lst in lists):
                 raise SystemExit(f"{bname}: the devices' {part} inputs differ (same seed, scale, size scale needed)")
         common = [v for v in data[0]["variants"] if all(v in d["variants"] for d in data) and v not in LIBRARY_BACKED]
-        pdfs = p_dfs([INTENSITY[bname]], proxy_features=PROXY_FEATURES_MEASURED, per_input=2)
+        pdfs = p_dfs([intensity[bname]], proxy_features=PROXY_FEATURES_MEASURED, per_input=2)
         tr = [arrays(d, "train", common, FALLBACK[bname]) for d in data]
         te = [arrays(d, "test", common, FALLBACK[bname]) for d in data]
         per: dict = {}
@@ -173,7 +204,8 @@ def main(argv: list[str] | None = None) -> None:
         out["benchmarks"][bname] = {"variants": common, "fallback": FALLBACK[bname], "p_dfs_features": pdfs,
                                     "per_target": per}
     labels = {n: {"date": r["date"], "commit": r["commit"]} for n, r in zip(names, raws, strict=True)}
-    finish_study(args.out, "transfer_devices", out, markdown=markdown, plot=plot,
+    name = "transfer_devices" if args.intensity == "hand" else "transfer_devices_counters"
+    finish_study(args.out, name, out, markdown=markdown, plot=plot,
                  meta={**study_meta("benchmarks.transfer.devices", t0), "labels": labels})
 
 
@@ -218,7 +250,8 @@ def markdown(out: dict) -> str:
                          f"| {pb['mtl_p_dfs']:+.1f} [{c1[0]:+.1f}, {c1[1]:+.1f}] "
                          f"| {ns['chosen']}{tie} ({im['shared']:.3f} / {im['per_feature']:.3f}) | {one} "
                          f"| {v['best_fixed']:.3f} ({v['best_fixed_variant']}) |")
-    lines += ["", "P-DFS selections (measured proxies): " + "; ".join(
+    src = out.get("intensity", {}).get("source", "hand-set")
+    lines += ["", f"P-DFS selections (measured proxies; intensities {'hand-set' if src == 'hand-set' else 'from ncu counters'}): " + "; ".join(
         f"{b}: {', '.join(bd['p_dfs_features'])}" for b, bd in out["benchmarks"].items()), "",
         "Measured proxies per device:", "", "| device | " + " | ".join(next(iter(out["proxies"].values()))) + " |",
         "|---|" + "---|" * len(next(iter(out["proxies"].values())))]
