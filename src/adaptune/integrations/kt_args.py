@@ -97,6 +97,11 @@ def detect_lang(text: str | Callable[..., str], lang: str | None) -> str:
     return backend
 
 
+def source_backend(kernel_source: Any, lang: str | None) -> str:
+    """adaptune's backend for this kernel source and ``lang`` (what :func:`kernel_spec` will choose)."""
+    return detect_lang(kernel_text(split_sources(kernel_source)[0]), lang)
+
+
 def host_arguments(arguments: Sequence[Any], what: str = "arguments") -> list[Any]:
     """NumPy arrays and scalars; CuPy arrays and torch tensors are copied to the host (adaptune uploads them)."""
     out = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping
@@ -21,7 +22,7 @@ import cloudpickle
 
 from adaptune.backends import BACKENDS
 from adaptune.measure.geometry import SpecError
-from adaptune.measure.process import WorkerProcess
+from adaptune.measure.process import WorkerProcess, take_spare, warm_argument
 from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
 from adaptune.records import DeviceInfo, Result, Status
 
@@ -84,7 +85,8 @@ class Measurer:
         return self._worker is not None and self._worker.alive()
 
     def _start(self) -> None:
-        worker = WorkerProcess()
+        warm = None if self.settings.cache_dir else warm_argument(self.backend, self.device)
+        worker = take_spare(warm) or WorkerProcess(warm=warm)
         self._worker = worker
         self._finalizer = weakref.finalize(self, worker.stop)
         with contextlib.suppress(OSError):  # a worker that died already: _receive reports how
@@ -219,14 +221,20 @@ class Measurer:
         return {**message[1], "restarts": self.restarts}
 
     def close(self) -> None:
-        """Stop the worker (it gets 5 s to release the device); safe to call twice."""
-        if self._alive():
+        """Stop the worker: it gets 5 s to release the device, waited for in the background (the caller
+        goes on at once); safe to call twice."""
+        worker = self._worker
+        if worker is not None and self._alive():
             try:
                 self._conn.send(("close",))
             except OSError:
                 pass
             else:
-                self._worker.stop(grace_s=5.0)
+                self._finalizer.detach()
+                self._worker = self._finalizer = None
+                threading.Thread(target=worker.stop, kwargs={"grace_s": 5.0}, daemon=True,
+                                 name="adaptune-worker-exit").start()
+                return
         self._kill()
 
     def kill(self) -> None:

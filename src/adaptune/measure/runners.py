@@ -98,10 +98,13 @@ def compile_binaries(spec: KernelSpec, backend: str, target: str, configs: Itera
 
 
 class KernelRunner:
-    def __init__(self, spec: KernelSpec, backend: str, settings: MeasureSettings, device: Any) -> None:
+    """``opened``: the device's backend when the worker opened it already (:func:`make_backend`'s result)."""
+
+    def __init__(self, spec: KernelSpec, backend: str, settings: MeasureSettings, device: Any,
+                 opened: Any = None) -> None:
         self.spec = spec
         self.settings = settings
-        self.backend = make_backend(backend, device, settings.cache_dir)
+        self.backend = opened if opened is not None else make_backend(backend, device, settings.cache_dir)
         if spec.lang is not None and spec.lang != self.backend.lang:
             raise ValueError(f"the kernel is {spec.lang} but the backend is {backend}")
         info = self.backend.device_info()
@@ -336,7 +339,7 @@ class CallableRunner:
 
 
 def make_runner(spec: KernelSpec | CallableSpec, backend: str, settings: MeasureSettings,
-                device: Any) -> KernelRunner | CallableRunner:
+                device: Any, opened: Any = None) -> KernelRunner | CallableRunner:
     if isinstance(spec, CallableSpec):
         return CallableRunner(spec, settings, device)
-    return KernelRunner(spec, backend, settings, device)
+    return KernelRunner(spec, backend, settings, device, opened)

@@ -1,6 +1,6 @@
 """The worker process: owns the device context and the resident argument buffers.
 
-It is started as adaptune's own program (``python -m adaptune.measure.worker FD PARENT_PID``), never
+It is started as adaptune's own program (``python -m adaptune.measure.worker FD PARENT_PID [WARM]``), never
 by re-importing the user's ``__main__``, so tuning works from a script without a main guard, a
 notebook, ``python -c`` or ``python - < file``. It answers messages from
 :class:`~adaptune.measure.measurer.Measurer` over the socket ``FD``:
@@ -8,13 +8,16 @@ notebook, ``python -c`` or ``python - < file``. It answers messages from
 ``("measure", config, best_ms)`` -> ``("compiled", ms)`` then ``("result", Result, restart)`` or
 ``("spec_error", message)``; ``("prefetch", configs)``; ``("binaries", [(config, KernelBinary)])``; ``("stats",)`` -> ``("stats", dict)``;
 ``("close",)``. The payload is pickled by the parent process and arrives over that private socket
-only, never from a file.
+only, never from a file. ``WARM`` (JSON ``[backend, device]``) opens that device before the setup message
+arrives, so the device context is ready while the parent still prepares the spec
+(:func:`adaptune.measure.process.start_spare`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import faulthandler
+import json
 import os
 import pickle
 import signal
@@ -25,6 +28,7 @@ import warnings
 from multiprocessing.connection import Connection
 from typing import Any
 
+from adaptune.backends import make_backend
 from adaptune.measure.geometry import SpecError
 from adaptune.measure.runners import exception_text, make_runner
 from adaptune.records import Result, Status
@@ -42,15 +46,16 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
+    if len(argv) not in (2, 3):
         sys.exit("adaptune.measure.worker is started by adaptune's Measurer, not by hand "
-                 "(usage: python -m adaptune.measure.worker FD PARENT_PID)")
+                 "(usage: python -m adaptune.measure.worker FD PARENT_PID [WARM])")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle, from the first moment
     fd, parent_pid = int(argv[0]), int(argv[1])
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True,
                      name="adaptune-parent-watch").start()
     faulthandler.enable()  # a crashing kernel leaves a Python traceback in the stderr the parent reports
     conn = Connection(fd)
+    warmed = _warm(argv[2]) if len(argv) == 3 else None
     try:
         message = conn.recv()
     except (EOFError, OSError):
@@ -58,15 +63,34 @@ def main(argv: list[str] | None = None) -> None:
     if message[0] != "setup":
         conn.send(("setup_error", f"expected a setup message, got {message[0]!r}"))
         return
-    serve(conn, message[1])
+    serve(conn, message[1], warmed)
 
 
-def serve(conn: Connection, payload: bytes) -> None:
-    """Set up the runner from ``payload`` and answer requests until close or EOF."""
+def _warm(text: str) -> tuple[str, Any, Any] | None:
+    """(backend name, device, the opened backend) for the ``WARM`` argument; None when it cannot be opened
+    now (the setup then opens the device itself and reports why it fails)."""
+    try:
+        name, device = json.loads(text)
+        device = tuple(device) if isinstance(device, list) else device
+        backend = make_backend(name, device)
+        backend.warm_up()
+    except Exception:  # noqa: BLE001 - only a head start: the setup message repeats the work and reports errors
+        return None
+    return name, device, backend
+
+
+def serve(conn: Connection, payload: bytes, warmed: tuple[str, Any, Any] | None = None) -> None:
+    """Set up the runner from ``payload`` (reusing the device ``warmed`` opened when it is the one asked
+    for) and answer requests until close or EOF."""
     warnings.simplefilter("ignore")
     try:
         spec, backend, settings, device = pickle.loads(payload)  # bytes from our parent's socket
-        runner = make_runner(spec, backend, settings, device)
+        opened = None
+        if warmed is not None:
+            opened = warmed[2] if warmed[:2] == (backend, device) and not settings.cache_dir else None
+            if opened is None:
+                warmed[2].close()
+        runner = make_runner(spec, backend, settings, device, opened)
     except Exception as exc:  # setup failures go back to the parent as one message
         conn.send(("setup_error", f"{type(exc).__name__}: {exc}"))
         return
