@@ -2,6 +2,7 @@
 
     from adaptune import tune_kernel          # instead of: from kernel_tuner import tune_kernel
     import adaptune as kernel_tuner           # instead of: import kernel_tuner
+    strategy=kernel_tuner.strategies.minimize # Kernel Tuner's strategy modules: adaptune.strategies
 
 The arguments are translated into adaptune's objects (:mod:`adaptune.integrations.kt_args`), the run is an
 ordinary :func:`adaptune.tune` (every configuration in the worker process, so a crashing kernel is one

@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import cloudpickle
@@ -33,6 +34,7 @@ STRATEGIES = {
     "firefly_algorithm": "differential_evolution",
     "simulated_annealing": "annealing", "dual_annealing": "annealing", "basinhopping": "annealing",
     "greedy_ils": "greedy_ils", "greedy_mls": "greedy_ils", "ordered_greedy_mls": "greedy_ils", "mls": "greedy_ils",
+    "minimize": "greedy_ils",
     "bayes_opt": "bayes", "skopt": "bayes",
 }
 #: Kernel Tuner's NVML observables -> the keys of adaptune's NVML observer (per-run energy is divided out).
@@ -301,11 +303,26 @@ def _params_call(fn: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
 
 
 # ---------------------------------------------------------------------------------------------- strategy
+@dataclass(frozen=True)
+class KernelTunerStrategy:
+    """One of ``adaptune.strategies``: Kernel Tuner's strategy modules (``kernel_tuner.strategies.minimize``)
+    passed as ``strategy=`` name the strategy, as their name does."""
+
+    name: str
+
+
+#: ``import adaptune as kernel_tuner`` then ``strategy=kernel_tuner.strategies.minimize``: each Kernel Tuner
+#: strategy adaptune has a counterpart for.
+strategies = SimpleNamespace(**{name: KernelTunerStrategy(name) for name in STRATEGIES})
+
+
 def strategy_choice(strategy: Any, strategy_options: Mapping[str, Any] | None, space_size: int
                     ) -> tuple[str, dict[str, Any], int | None, float | None]:
     """(adaptune strategy, its options, max evaluations, time limit in seconds)."""
     if strategy is None:
         strategy = "brute_force"
+    if isinstance(strategy, KernelTunerStrategy):
+        strategy = strategy.name
     if not isinstance(strategy, str):
         raise refuse("strategy", f"custom strategy objects ({type(strategy).__name__}) are not supported; "
                      f"use one of {', '.join(sorted(STRATEGIES))}")
