@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from adaptune.store import Store
 from benchmarks.harness import run_metadata, study_parser, write_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +107,26 @@ def run_tool(tool: str, script: Path, work: Path, limit_s: float) -> dict[str, A
     calls = json.loads(record.read_text()) if record.is_file() else []
     status = "ok" if rc == 0 else "time_limit" if rc is None else "error"
     why = "" if rc == 0 else f"stopped at the {limit_s:g} s limit" if rc is None else _last_error(folder / "_stderr.txt")
-    return {"status": status, "wall_s": wall, "calls": calls, "why": why, "lines_changed": changed}
+    out = {"status": status, "wall_s": wall, "calls": calls, "why": why, "lines_changed": changed}
+    if tool == "adaptune" and rc != 0:
+        out["stored"] = stored_progress(folder / "adaptune.db", record.with_suffix(".started.json"))
+    return out
+
+
+def stored_progress(db: Path, started: Path) -> list[dict[str, Any]]:
+    """What adaptune had measured per tuned kernel when it was stopped (its store keeps every finished
+    result: a rerun resumes from them), beside each started call's space size before restrictions."""
+    sizes = json.loads(started.read_text()) if started.is_file() else []
+    if not db.is_file():
+        return []
+    store = Store(str(db))
+    try:
+        runs = store.runs()
+    finally:
+        store.close()
+    return [{"kernel": r.problem, "input": r.input, "measured": r.measurements, "counts": r.counts,
+             "configs_before_restrictions": next((s["configs"] for s in sizes if s["kernel"].startswith(r.problem)),
+                                                 None)} for r in runs]
 
 
 def _last_error(path: Path) -> str:
@@ -156,8 +176,16 @@ def _row(name: str, entry: dict[str, Any]) -> dict[str, Any]:
             "Kernel Tuner": kt.get("status", ""), "KT wall s": kt.get("wall_s"), "KT best": best(kt),
             "same/within 3%": entry.get("compare", {}).get("same_or_within_3pct"),
             "tune wall ratio": entry.get("compare", {}).get("tune_wall_ratio"),
-            "why (adaptune / KT)": " / ".join(x for x in (ours.get("why", ""), kt.get("why", "")) if x)
-            or entry.get("skipped", "")}
+            "why (adaptune / KT)": " / ".join(x for x in (ours.get("why", "") + _stored_text(ours), kt.get("why", ""))
+                                              if x) or entry.get("skipped", "")}
+
+
+def _stored_text(run: dict[str, Any]) -> str:
+    stored = run.get("stored")
+    if not stored:
+        return ""
+    return " (in its store: " + "; ".join(f"{s['kernel']} {s['measured']} of {s['configs_before_restrictions'] or '?'}"
+                                         " configurations" for s in stored) + ")"
 
 
 def main() -> None:

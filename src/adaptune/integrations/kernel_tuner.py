@@ -133,6 +133,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         known = [Result(**{**r.__dict__, "config": {**r.config, **hidden}}) for r in previous.results] if previous else []
         problem = Problem(kernel_name, spec, space, input_name=_input_name(problem_size, spec.answer is not None),
                           known_results=known)
+        prepared = time.perf_counter() - start
         report = tune(problem, ours, max_evals=max_evals, max_seconds=max_seconds, repeats=iterations, backend=backend,
                       device=where, db=settings.db, seed=seed, progress=_progress(quiet), timeout_s=settings.timeout_s,
                       observers=adaptune_observers, strategy_options=options, discard_factor=settings.discard_factor,
@@ -140,7 +141,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         rows = _rows(report.results, names, metrics, observables, start)
         env = environment(report.device, iterations, compiler_options,
                           {"strategy": ours, "db": report.db, "evaluated": report.evaluated, "failed": report.failed,
-                           "reused": report.reused})
+                           "reused": report.reused, "phases": _phases(prepared, report.phases)})
         if path is not None:
             write_cache(path, previous, report.results, rows, device_name=report.device.name, kernel_name=kernel_name,
                         problem_size=problem_size, tune_params=tune_params, objective=objective)
@@ -216,6 +217,11 @@ def _input_name(problem_size: Any, checked: bool) -> str:
     unchecked results)."""
     name = "callable" if callable(problem_size) else problem_size_name(problem_size)
     return f"{name} checked" if checked else name
+
+
+def _phases(prepared: float, phases: Mapping[str, float]) -> dict[str, float]:
+    """Milliseconds from the call to each step: arguments translated (``prepared``), worker ready, search done."""
+    return {"prepared": prepared * 1e3, **{k: (prepared + v) * 1e3 for k, v in phases.items()}}
 
 
 def _progress(quiet: bool) -> bool:

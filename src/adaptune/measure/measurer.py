@@ -4,13 +4,16 @@ A kernel that never ends, crashes the process or poisons the device context cost
 :class:`~adaptune.records.Result` (``timeout`` / ``launch_error``), never the session. The worker
 is adaptune's own program (:mod:`adaptune.measure.process`), so no main guard is needed. The spec
 travels to it pickled with cloudpickle: importable functions and classes go by reference, those
-defined in ``__main__`` or a notebook (lambdas and closures too) go by value.
+defined in ``__main__`` or a notebook (lambdas and closures too) go by value; the argument arrays go
+out of band (pickle protocol 5), written to the socket straight from their memory instead of being
+copied into the pickle first.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import pickle
 import threading
 import time
 import weakref
@@ -65,7 +68,10 @@ class Measurer:
         self.settings = settings or MeasureSettings()
         self.start_timeout_s = start_timeout_s
         try:
-            self._payload = cloudpickle.dumps((spec, backend, self.settings, device))
+            buffers: list[pickle.PickleBuffer] = []
+            self._payload = cloudpickle.dumps((spec, backend, self.settings, device), protocol=5,
+                                              buffer_callback=buffers.append)
+            self._buffers = [b.raw() for b in buffers]
         except Exception as exc:  # noqa: BLE001 - cloudpickle raises many types for unpicklable state
             raise TypeError(f"the spec cannot be sent to the worker process: {type(exc).__name__}: {exc}") from None
         self._worker: WorkerProcess | None = None
@@ -90,7 +96,9 @@ class Measurer:
         self._worker = worker
         self._finalizer = weakref.finalize(self, worker.stop)
         with contextlib.suppress(OSError):  # a worker that died already: _receive reports how
-            worker.conn.send(("setup", self._payload))
+            worker.conn.send(("setup", self._payload, [b.nbytes for b in self._buffers]))
+            for buffer in self._buffers:
+                worker.conn.send_bytes(buffer)
         message = self._receive(self.start_timeout_s)
         if message is None or message[0] != "ready":
             note = _stderr_note(worker)

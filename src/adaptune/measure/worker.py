@@ -4,7 +4,8 @@ It is started as adaptune's own program (``python -m adaptune.measure.worker FD 
 by re-importing the user's ``__main__``, so tuning works from a script without a main guard, a
 notebook, ``python -c`` or ``python - < file``. It answers messages from
 :class:`~adaptune.measure.measurer.Measurer` over the socket ``FD``:
-``("setup", payload)`` -> ``("ready", DeviceInfo)`` or ``("setup_error", message)``;
+``("setup", payload, sizes)`` and one message per out-of-band buffer of ``sizes`` (the argument arrays)
+-> ``("ready", DeviceInfo)`` or ``("setup_error", message)``;
 ``("measure", config, best_ms)`` -> ``("compiled", ms)`` then ``("result", Result, restart)`` or
 ``("spec_error", message)``; ``("prefetch", configs)``; ``("binaries", [(config, KernelBinary)])``; ``("stats",)`` -> ``("stats", dict)``;
 ``("close",)``. The payload is pickled by the parent process and arrives over that private socket
@@ -58,12 +59,15 @@ def main(argv: list[str] | None = None) -> None:
     warmed = _warm(argv[2]) if len(argv) == 3 else None
     try:
         message = conn.recv()
+        buffers = [bytearray(n) for n in message[2]] if message[0] == "setup" else []
+        for buffer in buffers:  # writable, as the arrays the caller passed
+            conn.recv_bytes_into(buffer)
     except (EOFError, OSError):
         return
     if message[0] != "setup":
         conn.send(("setup_error", f"expected a setup message, got {message[0]!r}"))
         return
-    serve(conn, message[1], warmed)
+    serve(conn, message[1], warmed, buffers)
 
 
 def _warm(text: str) -> tuple[str, Any, Any] | None:
@@ -79,12 +83,13 @@ def _warm(text: str) -> tuple[str, Any, Any] | None:
     return name, device, backend
 
 
-def serve(conn: Connection, payload: bytes, warmed: tuple[str, Any, Any] | None = None) -> None:
+def serve(conn: Connection, payload: bytes, warmed: tuple[str, Any, Any] | None = None,
+          buffers: list[bytearray] | None = None) -> None:
     """Set up the runner from ``payload`` (reusing the device ``warmed`` opened when it is the one asked
     for) and answer requests until close or EOF."""
     warnings.simplefilter("ignore")
     try:
-        spec, backend, settings, device = pickle.loads(payload)  # bytes from our parent's socket
+        spec, backend, settings, device = pickle.loads(payload, buffers=buffers or ())  # from our parent's socket
         opened = None
         if warmed is not None:
             opened = warmed[2] if warmed[:2] == (backend, device) and not settings.cache_dir else None
