@@ -267,6 +267,7 @@ def checked_answer(answer: Any, verify: Callable[..., Any] | None, atol: float) 
         shown = [None if a is None else o for a, o in zip(answer, outputs, strict=False)]
         return bool(verify(answer, shown, atol=atol) if takes_atol else verify(answer, shown))
 
+    check.reads = [i for i, a in enumerate(answer) if a is not None]  # type: ignore[attr-defined]  # only these are copied back
     return check
 
 
