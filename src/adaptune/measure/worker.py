@@ -9,7 +9,7 @@ notebook, ``python -c`` or ``python - < file``. It answers messages from
 ``("measure", config, best_ms)`` -> ``("compiled", ms)`` then ``("result", Result, restart)`` or
 ``("spec_error", message)``; ``("prefetch", configs)``; ``("binaries", [(config, KernelBinary)])``; ``("stats",)`` -> ``("stats", dict)``;
 ``("close",)``. The payload is pickled by the parent process and arrives over that private socket
-only, never from a file. ``WARM`` (JSON ``[backend, device]``) opens that device before the setup message
+only, never from a file. ``WARM`` (JSON ``[backend, device]``) opens that device while the setup message
 arrives, so the device context is ready while the parent still prepares the spec
 (:func:`adaptune.measure.process.start_spare`).
 """
@@ -26,6 +26,8 @@ import sys
 import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -56,18 +58,31 @@ def main(argv: list[str] | None = None) -> None:
                      name="adaptune-parent-watch").start()
     faulthandler.enable()  # a crashing kernel leaves a Python traceback in the stderr the parent reports
     conn = Connection(fd)
-    warmed = _warm(argv[2]) if len(argv) == 3 else None
+    warmed = None
+    if len(argv) == 3:  # the setup and its arrays arrive in a thread while this one opens the device
+        with ThreadPoolExecutor(1, thread_name_prefix="adaptune-setup") as pool:
+            arriving = pool.submit(_receive_setup, conn)
+            warmed = _warm(argv[2])
+            setup = arriving.result
+    else:
+        setup = partial(_receive_setup, conn)
     try:
-        message = conn.recv()
-        buffers = [bytearray(n) for n in message[2]] if message[0] == "setup" else []
-        for buffer in buffers:  # writable, as the arrays the caller passed
-            conn.recv_bytes_into(buffer)
+        message, buffers = setup()
     except (EOFError, OSError):
         return
     if message[0] != "setup":
         conn.send(("setup_error", f"expected a setup message, got {message[0]!r}"))
         return
     serve(conn, message[1], warmed, buffers)
+
+
+def _receive_setup(conn: Connection) -> tuple[Any, list[bytearray]]:
+    """The setup message and its out-of-band buffers (writable, as the arrays the caller passed)."""
+    message = conn.recv()
+    buffers = [bytearray(n) for n in message[2]] if message[0] == "setup" else []
+    for buffer in buffers:
+        conn.recv_bytes_into(buffer)
+    return message, buffers
 
 
 def _warm(text: str) -> tuple[str, Any, Any] | None:
