@@ -93,7 +93,6 @@ class WorkerProcess:
     def __init__(self, name: str = "adaptune-measure", warm: str | None = None) -> None:
         ours, theirs = socket.socketpair()
         self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix=f"{name}-stderr-")  # noqa: SIM115 - lives as long as the worker
-        self.warm = warm
         try:
             self.proc = subprocess.Popen(
                 [python_executable(), "-m", "adaptune.measure.worker", str(theirs.fileno()), str(os.getpid()),
