@@ -11,7 +11,7 @@ notebook, ``python -c`` or ``python - < file``. It answers messages from
 ``("close",)``. The payload is pickled by the parent process and arrives over that private socket
 only, never from a file. ``WARM`` (JSON ``[backend, device]``) opens that device while the setup message
 arrives, so the device context is ready while the parent still prepares the spec
-(:func:`adaptune.measure.process.start_spare`).
+(:func:`adaptune.measure.process.spare_worker`).
 """
 
 from __future__ import annotations
