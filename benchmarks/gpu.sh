@@ -13,8 +13,9 @@
 #   distributed WHEELS     the 2-GPU parts (matmul on 1 vs 2 Ray actors, suite labelling on 1 vs 2 GPUs);
 #                          WHEELS: a folder with ray_slim.tar.xz and the wheels the machine lacks
 #   kernel_tuner           CUDA backend tests, adaptune vs Kernel Tuner brute force, recorded spaces
-#   kt_examples BATCH      Kernel Tuner's CUDA examples, import line swapped, beside Kernel Tuner 1.5 (BATCH 0:
-#                          the drop-in's CUDA test; 1-4: the examples); carry .carry/kt         <= 10 min each
+#   kt_examples BATCHES    Kernel Tuner's CUDA examples, import line swapped, beside Kernel Tuner 1.5 (BATCH 0:
+#                          the drop-in's CUDA test; 1-4: the examples; several as 0,4 in one call, which stops
+#                          starting examples before KT_DEADLINE_S, default 540 s); carry .carry/kt  <= 10 min
 #
 # Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: the device copy has no .git),
 # PYTHON (default python3). A folder .whl/ with an adaptune wheel is installed first when present.
@@ -122,8 +123,9 @@ kernel_tuner() {  # CUDA backend tests, adaptune vs Kernel Tuner (CUDA), full re
 
 kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kernel Tuner 1.5; carry .carry/kt
   # (the wheels the machine lacks and the examples: benchmarks/kt_examples/README.md); BATCH 0 is the drop-in's
-  # own CUDA test, 1-4 a share of the examples each (each call under 10 minutes)
-  local batch=${1:-1} c=.carry/kt need="" examples pair
+  # own CUDA test, 1-4 a share of the examples each; BATCHES "0,4" runs several in this call, and no example
+  # starts unless it can end (both tools at their time limit) before KT_DEADLINE_S seconds of the call
+  local batches=${1:-1} c=.carry/kt need="" examples pair batch deadline=${KT_DEADLINE_S:-540}
   for pair in kernel_tuner:kernel_tuner constraint:python_constraint2 xmltodict:xmltodict jsonschema:jsonschema \
       jsonschema_specifications:jsonschema_specifications referencing:referencing rpds:rpds_py attrs:attrs \
       sqlalchemy:sqlalchemy greenlet:greenlet pandas:pandas dateutil:python_dateutil pytz:pytz tzdata:tzdata \
@@ -136,18 +138,25 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kt_site $need || return 1
     export PYTHONPATH=/tmp/kt_site:$PYTHONPATH
   fi
+  elapsed "wheels ready"
   export KT_CUDA_LANG=CuPy  # Kernel Tuner's lang="CUDA" backend is PyCUDA (no wheel): its CuPy backend instead
-  case "$batch" in
-    0) $PY -m pytest -q -p no:cacheprovider tests/integrations/test_kernel_tuner_cuda.py 2>&1 | tail -15; return ;;
-    1) examples=convolution.py,convolution_correct.py,matmul.py,sepconv.py ;;
-    2) examples=sepconv_parallel.py,expdist.py,reduction.py,spmv.py,stencil.py,zeromeanfilter.py ;;
-    3) examples=convolution_streams.py,pnpoly.py,pnpoly_cupy.py,texture.py,accuracy.py,test_vector_add.py,test_vector_add_parameterized.py,vector_add_parallel.py ;;
-    4) examples=vector_add.py,vector_add_codegen.py,vector_add_cupy.py,vector_add_custom_strategy.py,vector_add_jinja.py,vector_add_jinja2.py,vector_add_metric.py,vector_add_nvcuda.py,vector_add_observers.py,vector_add_blocksize.py,vector_add_defines.py,python_kernel.py,python_kernel_cupy.py,vector_add_observers_pmt.py,vector_add_tegra_observer.py,vector_add_observers_ncu.py,going_green_performance_model.py ;;
-    *) echo "kt_examples: batch 0-4"; return 1 ;;
-  esac
-  timeout 580 $PY -m benchmarks.kt_examples.run --kt-repo $c/kernel_tuner --lang cuda --time-limit 60 \
-      --examples "$examples" --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
-      --out "$OUT/kt_examples_$batch"
+  for batch in ${batches//,/ }; do
+    case "$batch" in
+      0) timeout 200 $PY -m pytest -q -p no:cacheprovider tests/integrations/test_kernel_tuner_cuda.py 2>&1 | tail -15
+         elapsed "batch 0 done"; continue ;;
+      1) examples=convolution.py,convolution_correct.py,matmul.py,sepconv.py ;;
+      2) examples=sepconv_parallel.py,expdist.py,reduction.py,spmv.py,stencil.py,zeromeanfilter.py ;;
+      3) examples=convolution_streams.py,pnpoly.py,pnpoly_cupy.py,texture.py,accuracy.py,test_vector_add.py,test_vector_add_parameterized.py,vector_add_parallel.py ;;
+      4) examples=vector_add.py,vector_add_codegen.py,vector_add_cupy.py,vector_add_custom_strategy.py,vector_add_jinja.py,vector_add_jinja2.py,vector_add_metric.py,vector_add_nvcuda.py,vector_add_observers.py,vector_add_blocksize.py,vector_add_defines.py,python_kernel.py,python_kernel_cupy.py,vector_add_observers_pmt.py,vector_add_tegra_observer.py,vector_add_observers_ncu.py,going_green_performance_model.py ;;
+      *) echo "kt_examples: batches 0-4"; return 1 ;;
+    esac
+    local left=$(( deadline - $(date +%s) + t0 ))
+    [ "$left" -gt 30 ] || { echo "batch $batch: no time left"; continue; }
+    timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run --kt-repo $c/kernel_tuner --lang cuda --time-limit 60 \
+        --examples "$examples" --deadline-s "$left" \
+        --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$OUT/kt_examples_$batch"
+    elapsed "batch $batch done"
+  done
 }
 
 target=${1:?usage: bash benchmarks/gpu.sh <study>[.<part>] [args...] | <recipe> [args...] (see the header)}

@@ -16,7 +16,15 @@ import time
 import numpy as np
 import pytest
 
-from adaptune.measure import CallableSpec, KernelSpec, Measurer, MeasureSettings, MeasureSetupError, SpecError
+from adaptune.measure import (
+    CallableSpec,
+    KernelSpec,
+    Measurer,
+    MeasureSettings,
+    MeasureSetupError,
+    SpecError,
+    process,
+)
 from adaptune.records import Status
 
 N = 300  # not a multiple of the block sizes: the bounds check matters
@@ -142,6 +150,19 @@ def test_prefetch_compiles_ahead_in_the_pool():
     assert all(r.compile_ms > 0 for r in results) and again.compile_ms == 0.0
     assert stats["prefetched"] == 3 and stats["compiles"] == 3
     assert stats["compiled_ahead"] + stats["compile_waits"] == 3
+
+
+def test_a_worker_started_ahead_measures_and_one_left_untaken_is_stopped():
+    with process.spare_worker("opencl", None):
+        spare = process._spares[process.warm_argument("opencl", None)]
+        with Measurer(modes_spec(), "opencl", SETTINGS) as m:
+            assert not process._spares  # taken, not started twice
+            result = m.measure(cfg())
+        assert result.ok, result.error
+        spare.proc.wait(10)  # closed: it exits on its own
+    with process.spare_worker("opencl", None):
+        unused = process._spares[process.warm_argument("opencl", None)]
+    assert unused.proc.poll() is not None and not process._spares
 
 
 IN_PLACE_SOURCE = """

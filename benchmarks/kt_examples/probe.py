@@ -4,7 +4,8 @@
 
 The script runs as ``__main__`` (``runpy``; a ``test_*.py`` file under pytest), unchanged; only the tool's
 ``tune_kernel`` is wrapped, so every call appends its kernel, result count, best configuration and wall time
-to ``record.json`` (written after each call: a run stopped by the time limit keeps the calls that finished).
+to ``record.json`` (written after each call: a run stopped by the time limit keeps the calls that finished);
+each call's kernel and space size (before restrictions) go to ``record.started.json`` as it starts.
 
 For Kernel Tuner on a CUDA machine without PyCUDA, ``KT_CUDA_LANG=CuPy`` makes its ``lang=None``/``"CUDA"``
 calls use its CuPy backend (its CUDA backend is PyCUDA, which has no wheel), and CuPy's device UUID is padded
@@ -31,20 +32,30 @@ def _jsonable(value: Any) -> Any:
     return value if isinstance(value, int | float | str | bool) or value is None else str(value)
 
 
-def summary(kernel_name: str, tune_params: dict[str, Any], results: list[dict[str, Any]], wall_s: float) -> dict:
-    """Kernel, counts, best configuration and time of one call (failures carry a string time)."""
+#: the env entries that say where a call's time went (both tools' totals; adaptune's phases)
+TIMING_KEYS = ("total_framework_time", "total_strategy_time", "total_compile_time", "total_verification_time",
+               "total_benchmark_time", "overhead_time", "phases")
+
+
+def summary(kernel_name: str, tune_params: dict[str, Any], results: list[dict[str, Any]], wall_s: float,
+            env: dict[str, Any] | None = None) -> dict:
+    """Kernel, counts, best configuration and time of one call (failures carry a string time), and the
+    env's timings (ms)."""
     ok = [r for r in results if "__error__" not in r and isinstance(r.get("time"), int | float)
           and math.isfinite(float(r["time"]))]
     best = min(ok, key=lambda r: float(r["time"])) if ok else None
     return {"kernel": kernel_name, "results": len(results), "ok": len(ok), "wall_s": wall_s,
             "best": {k: _jsonable(best[k]) for k in tune_params} if best else None,
             "best_time_ms": float(best["time"]) if best else None,
-            "times_ms": {",".join(str(r[k]) for k in tune_params): float(r["time"]) for r in ok}}
+            "times_ms": {",".join(str(r[k]) for k in tune_params): float(r["time"]) for r in ok},
+            "timings_ms": {k: _jsonable(v) if not isinstance(v, dict) else v for k, v in (env or {}).items()
+                           if k in TIMING_KEYS}}
 
 
 def wrap(tool: str, record: Path) -> None:
     """Replace the tool's ``tune_kernel`` (module attribute and package attribute) by a recording one."""
     calls: list[dict[str, Any]] = []
+    started: list[dict[str, Any]] = []
     if tool == "kernel_tuner":
         import kernel_tuner
         import kernel_tuner.interface as module
@@ -63,10 +74,12 @@ def wrap(tool: str, record: Path) -> None:
 
     def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, arguments: Any, tune_params: Any,
                     *args: Any, **kwargs: Any) -> Any:
+        started.append({"kernel": kernel_name, "configs": math.prod(len(v) for v in dict(tune_params).values())})
+        record.with_suffix(".started.json").write_text(json.dumps(started))
         start = time.perf_counter()
         out = original(kernel_name, kernel_source, problem_size, arguments, tune_params, *args,
                        **lang(kwargs, len(args), 8))
-        calls.append(summary(kernel_name, dict(tune_params), out[0], time.perf_counter() - start))
+        calls.append(summary(kernel_name, dict(tune_params), out[0], time.perf_counter() - start, out[1]))
         record.write_text(json.dumps(calls))
         return out
 

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from adaptune.store import Store
 from benchmarks.harness import run_metadata, study_parser, write_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +107,26 @@ def run_tool(tool: str, script: Path, work: Path, limit_s: float) -> dict[str, A
     calls = json.loads(record.read_text()) if record.is_file() else []
     status = "ok" if rc == 0 else "time_limit" if rc is None else "error"
     why = "" if rc == 0 else f"stopped at the {limit_s:g} s limit" if rc is None else _last_error(folder / "_stderr.txt")
-    return {"status": status, "wall_s": wall, "calls": calls, "why": why, "lines_changed": changed}
+    out = {"status": status, "wall_s": wall, "calls": calls, "why": why, "lines_changed": changed}
+    if tool == "adaptune" and rc != 0:
+        out["stored"] = stored_progress(folder / "adaptune.db", record.with_suffix(".started.json"))
+    return out
+
+
+def stored_progress(db: Path, started: Path) -> list[dict[str, Any]]:
+    """What adaptune had measured per tuned kernel when it was stopped (its store keeps every finished
+    result: a rerun resumes from them), beside each started call's space size before restrictions."""
+    sizes = json.loads(started.read_text()) if started.is_file() else []
+    if not db.is_file():
+        return []
+    store = Store(str(db))
+    try:
+        runs = store.runs()
+    finally:
+        store.close()
+    return [{"kernel": r.problem, "input": r.input, "measured": r.measurements, "counts": r.counts,
+             "configs_before_restrictions": next((s["configs"] for s in sizes if s["kernel"].startswith(r.problem)),
+                                                 None)} for r in runs]
 
 
 def _last_error(path: Path) -> str:
@@ -151,13 +171,22 @@ def _row(name: str, entry: dict[str, Any]) -> dict[str, Any]:
     def best(run: dict[str, Any]) -> str:
         return "; ".join(f"{c['best']} {c['best_time_ms']:.4g} ms" for c in run.get("calls", []) if c["best"])
 
-    return {"example": name, "adaptune": ours.get("status", entry.get("skipped", "")),
+    skipped = entry.get("skipped") or entry.get("not_run", "")
+    return {"example": name, "adaptune": ours.get("status", skipped),
             "adaptune wall s": ours.get("wall_s"), "adaptune best": best(ours),
             "Kernel Tuner": kt.get("status", ""), "KT wall s": kt.get("wall_s"), "KT best": best(kt),
             "same/within 3%": entry.get("compare", {}).get("same_or_within_3pct"),
             "tune wall ratio": entry.get("compare", {}).get("tune_wall_ratio"),
-            "why (adaptune / KT)": " / ".join(x for x in (ours.get("why", ""), kt.get("why", "")) if x)
-            or entry.get("skipped", "")}
+            "why (adaptune / KT)": " / ".join(x for x in (ours.get("why", "") + _stored_text(ours), kt.get("why", ""))
+                                              if x) or skipped}
+
+
+def _stored_text(run: dict[str, Any]) -> str:
+    stored = run.get("stored")
+    if not stored:
+        return ""
+    return " (in its store: " + "; ".join(f"{s['kernel']} {s['measured']} of {s['configs_before_restrictions'] or '?'}"
+                                         " configurations" for s in stored) + ")"
 
 
 def main() -> None:
@@ -170,12 +199,15 @@ def main() -> None:
     ap.add_argument("--examples", default="", help="comma-separated file names (default: every example)")
     ap.add_argument("--tools", default=",".join(TOOLS), help="which tools to run (a quick check: adaptune)")
     ap.add_argument("--device", default=None, help="device name for the results' metadata")
+    ap.add_argument("--deadline-s", type=float, default=None,
+                    help="start no example that could not end (both tools at the time limit) this many seconds "
+                         "after the start; those left are listed as not run")
     args = ap.parse_args()
     if args.merge:
         parts = [json.loads(p.read_text()) for p in args.merge]
         report = {"kernel_tuner_commit": parts[0]["kernel_tuner_commit"],
                   "runs": [r for part in parts for r in part.get("runs") or [_run_record(part)]],
-                  "examples": {n: e for part in parts for n, e in part["examples"].items()}}
+                  "examples": merged_examples(parts)}
         write(args.out, report, run_metadata())
         return
     if args.kt_repo is None:
@@ -184,6 +216,7 @@ def main() -> None:
     metadata = run_metadata(args.device)
     report: dict[str, Any] = {"runs": [{"lang": args.lang, "time_limit_s": args.time_limit, **{
         k: metadata[k] for k in ("device", "date", "commit", "host")}}], "examples": {}}
+    began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kt_examples_") as tmp:
         source = Path(tmp) / "kt"
         report["kernel_tuner_commit"] = export_examples(args.kt_repo, FOLDERS[args.lang], source)
@@ -196,8 +229,13 @@ def main() -> None:
             if need:
                 report["examples"][name] = {"skipped": f"needs {need}"}
                 continue
+            tools = [t for t in TOOLS if t in args.tools.split(",")]
+            if args.deadline_s is not None and (time.perf_counter() - began + len(tools) * args.time_limit
+                                                > args.deadline_s):
+                report["examples"][name] = {"not_run": f"not run: the {args.deadline_s:g} s deadline of this call"}
+                continue
             entry: dict[str, Any] = {}
-            for tool in [t for t in TOOLS if t in args.tools.split(",")]:
+            for tool in tools:
                 print(f"{name}: {tool} ...", file=sys.stderr, flush=True)
                 entry[tool] = run_tool(tool, script, Path(tmp) / "runs" / script.parent.name / script.stem,
                                        args.time_limit)
@@ -209,6 +247,17 @@ def main() -> None:
     write(args.out, report, metadata)
 
 
+def merged_examples(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every part's examples, later parts replacing earlier ones, except that an example a later call did not
+    get to (``not_run``) keeps the earlier result."""
+    examples: dict[str, Any] = {}
+    for part in parts:
+        for name, entry in part["examples"].items():
+            if "not_run" not in entry or name not in examples:
+                examples[name] = entry
+    return examples
+
+
 def _run_record(part: dict[str, Any]) -> dict[str, Any]:
     """The run record of a result file written before runs were recorded (lang and limit at the top)."""
     meta = part.get("metadata", {})
@@ -218,7 +267,7 @@ def _run_record(part: dict[str, Any]) -> dict[str, Any]:
 
 def write(out: str | Path, report: dict[str, Any], metadata: dict[str, Any]) -> None:
     for entry in report["examples"].values():
-        if "skipped" not in entry:
+        if "skipped" not in entry and "not_run" not in entry:
             entry["compare"] = compare(entry.get("adaptune", {}), entry.get("kernel_tuner", {}))
     _summarise(report)
     write_results(out, "kt_examples", report, table=[_row(n, e) for n, e in report["examples"].items()],
@@ -235,10 +284,11 @@ def _summarise(report: dict[str, Any]) -> None:
     report["summary"] = {}
     for lang in sorted({_language(n) for n in report["examples"]}):
         entries = {n: e for n, e in report["examples"].items() if _language(n) == lang}
-        runnable = [e for e in entries.values() if "skipped" not in e]
+        runnable = [e for e in entries.values() if "skipped" not in e and "not_run" not in e]
         both = [e["compare"] for e in runnable if e["compare"].get("both_complete")]
         report["summary"][lang] = {
             "examples": len(entries), "runnable": len(runnable),
+            "not_run": sum("not_run" in e for e in entries.values()),
             "examples_ok_share": sum(e.get("adaptune", {}).get("status") == "ok" for e in runnable)
             / max(len(runnable), 1),
             "kernel_tuner_ok_share": sum(e.get("kernel_tuner", {}).get("status") == "ok" for e in runnable)
@@ -250,6 +300,10 @@ def _summarise(report: dict[str, Any]) -> None:
         }
 
 
+def _not_run_text(summary: dict[str, Any]) -> str:
+    return f", {summary['not_run']} more not run (out of the call's time)" if summary.get("not_run") else ""
+
+
 def _notes(report: dict[str, Any]) -> str:
     lines = [f"Kernel Tuner commit {report['kernel_tuner_commit']} (its examples); Kernel Tuner package 1.5 beside "
              "adaptune in the same run. Runs: " + "; ".join(
@@ -258,7 +312,7 @@ def _notes(report: dict[str, Any]) -> str:
     for lang, s in report["summary"].items():
         ratio = f"{s['wall_ratio_geomean']:.3f}" if s["wall_ratio_geomean"] else "n/a"
         lines.append(f"- **{lang}**: examples_ok_share (adaptune) = {s['examples_ok_share']:.2f} of {s['runnable']} "
-                     f"runnable (Kernel Tuner: {s['kernel_tuner_ok_share']:.2f}); both complete: {s['both_complete']}; "
+                     f"runnable{_not_run_text(s)} (Kernel Tuner: {s['kernel_tuner_ok_share']:.2f}); both complete: {s['both_complete']}; "
                      f"same best or within 3 % on Kernel Tuner's clock: {s['same_or_within_3pct']} of "
                      f"{s['both_complete']}; wall_ratio_geomean (inside tune_kernel, adaptune / Kernel Tuner) = {ratio}.")
     return "\n".join(lines)

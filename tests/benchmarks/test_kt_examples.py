@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.kt_examples.run import compare, swap_imports
+from benchmarks.kt_examples.run import compare, merged_examples, swap_imports
 
 SCRIPT = """import numpy
 import kernel_tuner
@@ -38,3 +38,13 @@ def test_the_best_is_judged_on_kernel_tuners_clock():
     assert compare(far, kt_far)["same_or_within_3pct"] is False
     assert compare(close, kt)["tune_wall_ratio"] == 1.0
     assert compare({"status": "time_limit", "calls": []}, kt) == {"both_complete": False}
+
+
+def test_a_later_batch_replaces_results_but_not_with_an_example_it_did_not_run():
+    first = {"examples": {"cuda/a.py": {"adaptune": {"status": "error"}}, "cuda/b.py": {"adaptune": {"status": "ok"}}}}
+    later = {"examples": {"cuda/a.py": {"adaptune": {"status": "ok"}}, "cuda/b.py": {"not_run": "deadline"},
+                          "cuda/c.py": {"not_run": "deadline"}}}
+    merged = merged_examples([first, later])
+    assert merged["cuda/a.py"]["adaptune"]["status"] == "ok"
+    assert merged["cuda/b.py"]["adaptune"]["status"] == "ok"
+    assert merged["cuda/c.py"] == {"not_run": "deadline"}

@@ -163,6 +163,11 @@ def test_strategies_and_budgets(kt_env, vector_args):
     results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, tune_params, strategy="greedy_ils",
                                strategy_options={"time_limit": 600}, quiet=True, iterations=1)
     assert env["strategy"] == "greedy_ils" and len(results) >= 1
+    results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, tune_params,  # Kernel Tuner's module form
+                               strategy=adaptune.strategies.minimize, strategy_options={"max_fevals": 2},
+                               quiet=True, iterations=1)
+    assert env["strategy"] == "greedy_ils" and len(results) == 2
+    assert set(vars(adaptune.strategies)) >= {"brute_force", "minimize", "random_sample", "genetic_algorithm"}
     with pytest.raises(UnsupportedOption, match="strategy: 'nsga2'"):
         tune_kernel("vector_add", VECTOR_ADD, size, args, tune_params, strategy="nsga2", quiet=True)
     with pytest.raises(UnsupportedOption, match="strategy_options.*popsize"):

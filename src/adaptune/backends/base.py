@@ -8,6 +8,7 @@ times single launches with device events, and describes its device. Everything a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import threading
@@ -117,6 +118,8 @@ class Backend(ABC):
     #: is then restarted after reporting the failure.
     restart_after_launch_error: ClassVar[bool] = False
     cache_size: ClassVar[int] = 512
+    #: A trivial kernel (named ``adaptune_warm_up``) that :meth:`warm_up` builds; "" for none.
+    warm_up_source: ClassVar[str] = ""
 
     def __init__(self) -> None:
         self._cache: OrderedDict[str, Any] = OrderedDict()
@@ -260,6 +263,13 @@ class Backend(ABC):
 
     @abstractmethod
     def synchronize(self) -> None: ...
+
+    def warm_up(self) -> None:
+        """Build :attr:`warm_up_source` once, so loading the compiler is paid before the first real compile
+        (a worker does it while its parent still prepares the run); a failure is left to that compile."""
+        if self.warm_up_source:
+            with contextlib.suppress(Exception):
+                self._build(self.warm_up_source, "adaptune_warm_up", ())
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends need nothing
         """Release the context (optional)."""

@@ -29,6 +29,7 @@ def _cupy() -> Any:
 class CUDABackend(Backend):
     name = "cuda"
     lang = "cuda"
+    warm_up_source = 'extern "C" __global__ void adaptune_warm_up() {}'
     # An illegal address or a trap poisons the whole CUDA context: restart the worker after any
     # launch failure rather than trust the next measurement.
     restart_after_launch_error = True

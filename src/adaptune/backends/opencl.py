@@ -155,6 +155,7 @@ def select_device(device: int | str | tuple[int, int] | None = None) -> tuple[An
 class OpenCLBackend(Backend):
     name = "opencl"
     lang = "opencl"
+    warm_up_source = "__kernel void adaptune_warm_up(void) {}"
 
     def __init__(self, device: int | str | tuple[int, int] | None = None, cache_dir: str | None = None) -> None:
         super().__init__()

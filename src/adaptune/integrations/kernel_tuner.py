@@ -2,6 +2,7 @@
 
     from adaptune import tune_kernel          # instead of: from kernel_tuner import tune_kernel
     import adaptune as kernel_tuner           # instead of: import kernel_tuner
+    strategy=kernel_tuner.strategies.minimize # Kernel Tuner's strategy modules: adaptune.strategies
 
 The arguments are translated into adaptune's objects (:mod:`adaptune.integrations.kt_args`), the run is an
 ordinary :func:`adaptune.tune` (every configuration in the worker process, so a crashing kernel is one
@@ -35,6 +36,7 @@ from adaptune.integrations.kt_args import (
     refuse,
     search_space,
     setup_log,
+    source_backend,
     strategy_choice,
     template_instance,
 )
@@ -48,6 +50,7 @@ from adaptune.integrations.kt_results import (
     write_cache,
 )
 from adaptune.measure import runners
+from adaptune.measure.process import spare_worker
 from adaptune.records import DeviceInfo, Result
 from adaptune.search import make_strategy
 from adaptune.space import Space
@@ -100,46 +103,49 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     _refuse_unsupported(texmem_args=texmem_args, compiler=compiler, objectives=objectives,
                         parallel=parallel and cache)
     objective, higher = _objective(objective, objective_higher_is_better)
-    name, template_params, hidden = template_instance(kernel_name, list(tune_params))
-    spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
-                                grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
-                                block_size_names=block_size_names, answer=answer, atol=atol, verify=verify,
-                                smem_args=smem_args, compiler_options=compiler_options, defines=defines,
-                                template=(name, template_params), cmem_args=cmem_args)
-    space = search_space(tune_params, restrictions, hidden)
-    spec = portable_source(spec, space)
-    ours, options, max_evals, max_seconds = strategy_choice(strategy, strategy_options, len(space))
-    if objective != "time" and ours != "brute_force":
-        raise refuse("objective", f"{objective!r} with strategy {strategy!r}: adaptune's searches minimise time; "
-                     "other objectives are honoured with brute_force (the best is chosen by the objective)")
-    adaptune_observers, observables = observer_names(observers)
-    names = list(tune_params)
-    path = cache_path(cache) if cache else None
-    where = (platform, device) if backend == "opencl" else device
-    if verbose and not quiet:
-        print(f"Searchspace has {len(space)} configurations after restrictions.")
-    if simulation_mode:
-        return _simulate(path, kernel_name, problem_size, space, names, (ours, options, max_evals, max_seconds),
-                         seed, metrics, (objective, higher), quiet)
+    first = None if simulation_mode or parallel else source_backend(kernel_source, lang)
+    with spare_worker(first or "", (platform, device) if first == "opencl" else device):  # it starts while we prepare
+        name, template_params, hidden = template_instance(kernel_name, list(tune_params))
+        spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
+                                    grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
+                                    block_size_names=block_size_names, answer=answer, atol=atol, verify=verify,
+                                    smem_args=smem_args, compiler_options=compiler_options, defines=defines,
+                                    template=(name, template_params), cmem_args=cmem_args)
+        space = search_space(tune_params, restrictions, hidden)
+        spec = portable_source(spec, space)
+        ours, options, max_evals, max_seconds = strategy_choice(strategy, strategy_options, len(space))
+        if objective != "time" and ours != "brute_force":
+            raise refuse("objective", f"{objective!r} with strategy {strategy!r}: adaptune's searches minimise time; "
+                         "other objectives are honoured with brute_force (the best is chosen by the objective)")
+        adaptune_observers, observables = observer_names(observers)
+        names = list(tune_params)
+        path = cache_path(cache) if cache else None
+        where = (platform, device) if backend == "opencl" else device
+        if verbose and not quiet:
+            print(f"Searchspace has {len(space)} configurations after restrictions.")
+        if simulation_mode:
+            return _simulate(path, kernel_name, problem_size, space, names, (ours, options, max_evals, max_seconds),
+                             seed, metrics, (objective, higher), quiet)
 
-    previous = None
-    if path is not None and path.is_file():
-        previous = read_cache(path, device_name(backend, where), kernel_name, problem_size, names)
-    known = [Result(**{**r.__dict__, "config": {**r.config, **hidden}}) for r in previous.results] if previous else []
-    problem = Problem(kernel_name, spec, space, input_name=_input_name(problem_size, spec.answer is not None),
-                      known_results=known)
-    report = tune(problem, ours, max_evals=max_evals, max_seconds=max_seconds, repeats=iterations, backend=backend,
-                  device=where, db=settings.db, seed=seed, progress=_progress(quiet), timeout_s=settings.timeout_s,
-                  observers=adaptune_observers, strategy_options=options, discard_factor=settings.discard_factor,
-                  **_parallel(parallel, backend))
-    rows = _rows(report.results, names, metrics, observables, start)
-    env = environment(report.device, iterations, compiler_options,
-                      {"strategy": ours, "db": report.db, "evaluated": report.evaluated, "failed": report.failed,
-                       "reused": report.reused})
-    if path is not None:
-        write_cache(path, previous, report.results, rows, device_name=report.device.name, kernel_name=kernel_name,
-                    problem_size=problem_size, tune_params=tune_params, objective=objective)
-    return _finish(rows, env, names, metrics, (objective, higher), quiet, start)
+        previous = None
+        if path is not None and path.is_file():
+            previous = read_cache(path, device_name(backend, where), kernel_name, problem_size, names)
+        known = [Result(**{**r.__dict__, "config": {**r.config, **hidden}}) for r in previous.results] if previous else []
+        problem = Problem(kernel_name, spec, space, input_name=_input_name(problem_size, spec.answer is not None),
+                          known_results=known)
+        prepared = time.perf_counter() - start
+        report = tune(problem, ours, max_evals=max_evals, max_seconds=max_seconds, repeats=iterations, backend=backend,
+                      device=where, db=settings.db, seed=seed, progress=_progress(quiet), timeout_s=settings.timeout_s,
+                      observers=adaptune_observers, strategy_options=options, discard_factor=settings.discard_factor,
+                      **_parallel(parallel, backend))
+        rows = _rows(report.results, names, metrics, observables, start)
+        env = environment(report.device, iterations, compiler_options,
+                          {"strategy": ours, "db": report.db, "evaluated": report.evaluated, "failed": report.failed,
+                           "reused": report.reused, "phases": _phases(prepared, report.phases)})
+        if path is not None:
+            write_cache(path, previous, report.results, rows, device_name=report.device.name, kernel_name=kernel_name,
+                        problem_size=problem_size, tune_params=tune_params, objective=objective)
+        return _finish(rows, env, names, metrics, (objective, higher), quiet, start)
 
 
 def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, arguments: Sequence[Any],
@@ -211,6 +217,11 @@ def _input_name(problem_size: Any, checked: bool) -> str:
     unchecked results)."""
     name = "callable" if callable(problem_size) else problem_size_name(problem_size)
     return f"{name} checked" if checked else name
+
+
+def _phases(prepared: float, phases: Mapping[str, float]) -> dict[str, float]:
+    """Milliseconds from the call to each step: arguments translated (``prepared``), worker ready, search done."""
+    return {"prepared": prepared * 1e3, **{k: (prepared + v) * 1e3 for k, v in phases.items()}}
 
 
 def _progress(quiet: bool) -> bool:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import cloudpickle
@@ -33,6 +34,7 @@ STRATEGIES = {
     "firefly_algorithm": "differential_evolution",
     "simulated_annealing": "annealing", "dual_annealing": "annealing", "basinhopping": "annealing",
     "greedy_ils": "greedy_ils", "greedy_mls": "greedy_ils", "ordered_greedy_mls": "greedy_ils", "mls": "greedy_ils",
+    "minimize": "greedy_ils",
     "bayes_opt": "bayes", "skopt": "bayes",
 }
 #: Kernel Tuner's NVML observables -> the keys of adaptune's NVML observer (per-run energy is divided out).
@@ -95,6 +97,11 @@ def detect_lang(text: str | Callable[..., str], lang: str | None) -> str:
     if backend is None:
         raise refuse("lang", f"{lang!r} has no adaptune backend (adaptune runs CUDA, CuPy, NVCUDA and OpenCL kernels)")
     return backend
+
+
+def source_backend(kernel_source: Any, lang: str | None) -> str:
+    """adaptune's backend for this kernel source and ``lang`` (what :func:`kernel_spec` will choose)."""
+    return detect_lang(kernel_text(split_sources(kernel_source)[0]), lang)
 
 
 def host_arguments(arguments: Sequence[Any], what: str = "arguments") -> list[Any]:
@@ -260,6 +267,7 @@ def checked_answer(answer: Any, verify: Callable[..., Any] | None, atol: float) 
         shown = [None if a is None else o for a, o in zip(answer, outputs, strict=False)]
         return bool(verify(answer, shown, atol=atol) if takes_atol else verify(answer, shown))
 
+    check.reads = [i for i, a in enumerate(answer) if a is not None]  # type: ignore[attr-defined]  # only these are copied back
     return check
 
 
@@ -296,11 +304,26 @@ def _params_call(fn: Callable[..., Any]) -> Callable[[dict[str, Any]], Any]:
 
 
 # ---------------------------------------------------------------------------------------------- strategy
+@dataclass(frozen=True)
+class KernelTunerStrategy:
+    """One of ``adaptune.strategies``: Kernel Tuner's strategy modules (``kernel_tuner.strategies.minimize``)
+    passed as ``strategy=`` name the strategy, as their name does."""
+
+    name: str
+
+
+#: ``import adaptune as kernel_tuner`` then ``strategy=kernel_tuner.strategies.minimize``: each Kernel Tuner
+#: strategy adaptune has a counterpart for.
+strategies = SimpleNamespace(**{name: KernelTunerStrategy(name) for name in STRATEGIES})
+
+
 def strategy_choice(strategy: Any, strategy_options: Mapping[str, Any] | None, space_size: int
                     ) -> tuple[str, dict[str, Any], int | None, float | None]:
     """(adaptune strategy, its options, max evaluations, time limit in seconds)."""
     if strategy is None:
         strategy = "brute_force"
+    if isinstance(strategy, KernelTunerStrategy):
+        strategy = strategy.name
     if not isinstance(strategy, str):
         raise refuse("strategy", f"custom strategy objects ({type(strategy).__name__}) are not supported; "
                      f"use one of {', '.join(sorted(STRATEGIES))}")

@@ -4,13 +4,17 @@ A kernel that never ends, crashes the process or poisons the device context cost
 :class:`~adaptune.records.Result` (``timeout`` / ``launch_error``), never the session. The worker
 is adaptune's own program (:mod:`adaptune.measure.process`), so no main guard is needed. The spec
 travels to it pickled with cloudpickle: importable functions and classes go by reference, those
-defined in ``__main__`` or a notebook (lambdas and closures too) go by value.
+defined in ``__main__`` or a notebook (lambdas and closures too) go by value; the argument arrays go
+out of band (pickle protocol 5), written to the socket straight from their memory instead of being
+copied into the pickle first.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import pickle
+import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping
@@ -21,7 +25,7 @@ import cloudpickle
 
 from adaptune.backends import BACKENDS
 from adaptune.measure.geometry import SpecError
-from adaptune.measure.process import WorkerProcess
+from adaptune.measure.process import WorkerProcess, take_spare, warm_argument
 from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
 from adaptune.records import DeviceInfo, Result, Status
 
@@ -64,7 +68,10 @@ class Measurer:
         self.settings = settings or MeasureSettings()
         self.start_timeout_s = start_timeout_s
         try:
-            self._payload = cloudpickle.dumps((spec, backend, self.settings, device))
+            buffers: list[pickle.PickleBuffer] = []
+            self._payload = cloudpickle.dumps((spec, backend, self.settings, device), protocol=5,
+                                              buffer_callback=buffers.append)
+            self._buffers = [b.raw() for b in buffers]
         except Exception as exc:  # noqa: BLE001 - cloudpickle raises many types for unpicklable state
             raise TypeError(f"the spec cannot be sent to the worker process: {type(exc).__name__}: {exc}") from None
         self._worker: WorkerProcess | None = None
@@ -84,11 +91,14 @@ class Measurer:
         return self._worker is not None and self._worker.alive()
 
     def _start(self) -> None:
-        worker = WorkerProcess()
+        warm = None if self.settings.cache_dir else warm_argument(self.backend, self.device)
+        worker = take_spare(warm) or WorkerProcess(warm=warm)
         self._worker = worker
         self._finalizer = weakref.finalize(self, worker.stop)
         with contextlib.suppress(OSError):  # a worker that died already: _receive reports how
-            worker.conn.send(("setup", self._payload))
+            worker.conn.send(("setup", self._payload, [b.nbytes for b in self._buffers]))
+            for buffer in self._buffers:
+                worker.conn.send_bytes(buffer)
         message = self._receive(self.start_timeout_s)
         if message is None or message[0] != "ready":
             note = _stderr_note(worker)
@@ -219,14 +229,20 @@ class Measurer:
         return {**message[1], "restarts": self.restarts}
 
     def close(self) -> None:
-        """Stop the worker (it gets 5 s to release the device); safe to call twice."""
-        if self._alive():
+        """Stop the worker: it gets 5 s to release the device, waited for in the background (the caller
+        goes on at once); safe to call twice."""
+        worker = self._worker
+        if worker is not None and self._alive():
             try:
                 self._conn.send(("close",))
             except OSError:
                 pass
             else:
-                self._worker.stop(grace_s=5.0)
+                self._finalizer.detach()
+                self._worker = self._finalizer = None
+                threading.Thread(target=worker.stop, kwargs={"grace_s": 5.0}, daemon=True,
+                                 name="adaptune-worker-exit").start()
+                return
         self._kill()
 
     def kill(self) -> None:

@@ -5,11 +5,17 @@ without an ``if __name__ == "__main__":`` guard re-runs itself and hangs. Here t
 ``python -m adaptune.measure.worker``; it sees the parent's ``sys.path`` (through ``PYTHONPATH``)
 and working directory, so whatever the parent could import the worker can import too. Its stderr
 goes to a temporary file whose tail is quoted when the worker dies.
+
+A worker costs an interpreter start, imports and a device context before it can measure; a caller that
+knows the device early (``tune_kernel``) starts one with :func:`spare_worker` and the next
+:class:`~adaptune.measure.Measurer` for that device takes it, so that cost overlaps the caller's own set-up.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -17,8 +23,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
-from typing import IO
+from typing import IO, Any
 
 STDERR_TAIL_CHARS = 2000
 
@@ -68,15 +75,28 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-class WorkerProcess:
-    """One running worker: the child process, our end of its socket and its captured stderr."""
+def warm_argument(backend: str, device: Any) -> str | None:
+    """The worker's ``WARM`` argument: which device to open before the setup message (None: open none,
+    for a backend without a device or a device with no JSON form)."""
+    if backend not in ("opencl", "cuda"):
+        return None
+    try:
+        return json.dumps([backend, device])
+    except TypeError:
+        return None
 
-    def __init__(self, name: str = "adaptune-measure") -> None:
+
+class WorkerProcess:
+    """One running worker: the child process, our end of its socket and its captured stderr.
+    ``warm``: :func:`warm_argument`'s text, so the worker opens that device while it waits for its setup."""
+
+    def __init__(self, name: str = "adaptune-measure", warm: str | None = None) -> None:
         ours, theirs = socket.socketpair()
         self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix=f"{name}-stderr-")  # noqa: SIM115 - lives as long as the worker
         try:
             self.proc = subprocess.Popen(
-                [python_executable(), "-m", "adaptune.measure.worker", str(theirs.fileno()), str(os.getpid())],
+                [python_executable(), "-m", "adaptune.measure.worker", str(theirs.fileno()), str(os.getpid()),
+                 *([warm] if warm else [])],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=self._stderr,
                 cwd=os.getcwd(), env=_child_env(), close_fds=True)
         except BaseException:
@@ -130,3 +150,38 @@ class WorkerProcess:
                 self.proc.wait(5)
         # the stderr file stays readable for the report; it is deleted when this object is collected
 
+
+
+#: Workers started ahead by :func:`spare_worker`, by their ``warm`` text, until a Measurer takes one.
+_spares: dict[str, WorkerProcess] = {}
+
+
+@contextlib.contextmanager
+def spare_worker(backend: str, device: Any) -> Iterator[None]:
+    """Start a worker for ``(backend, device)`` now; the first Measurer for that device in the block takes
+    it (:func:`take_spare`), and one left untaken at the end (the run failed before measuring) is stopped."""
+    warm = warm_argument(backend, device)
+    if warm is not None and warm not in _spares:
+        _spares[warm] = WorkerProcess(warm=warm)
+    try:
+        yield
+    finally:
+        left = _spares.pop(warm, None) if warm is not None else None
+        if left is not None:
+            left.stop()
+
+
+def take_spare(warm: str | None) -> WorkerProcess | None:
+    """The started worker for this ``warm`` text, if one is waiting and alive."""
+    worker = _spares.pop(warm, None) if warm is not None else None
+    if worker is not None and not worker.alive():
+        worker.stop()
+        return None
+    return worker
+
+
+@atexit.register
+def _stop_spares() -> None:
+    for worker in _spares.values():
+        worker.stop()
+    _spares.clear()

@@ -98,10 +98,13 @@ def compile_binaries(spec: KernelSpec, backend: str, target: str, configs: Itera
 
 
 class KernelRunner:
-    def __init__(self, spec: KernelSpec, backend: str, settings: MeasureSettings, device: Any) -> None:
+    """``opened``: the device's backend when the worker opened it already (:func:`make_backend`'s result)."""
+
+    def __init__(self, spec: KernelSpec, backend: str, settings: MeasureSettings, device: Any,
+                 opened: Any = None) -> None:
         self.spec = spec
         self.settings = settings
-        self.backend = make_backend(backend, device, settings.cache_dir)
+        self.backend = opened if opened is not None else make_backend(backend, device, settings.cache_dir)
         if spec.lang is not None and spec.lang != self.backend.lang:
             raise ValueError(f"the kernel is {spec.lang} but the backend is {backend}")
         info = self.backend.device_info()
@@ -115,6 +118,11 @@ class KernelRunner:
         answer = spec.answer
         self.poisoned = [] if callable(answer) or answer is None or not spec.poison_outputs else [
             i for i, a in enumerate(answer) if a is not None and isinstance(self.args[i], DeviceArray)]
+        # the outputs a check reads (a callable answer may read any, unless it says which): only those are copied back
+        if callable(answer) or answer is None:
+            self.read_back = set(getattr(answer, "reads", range(len(self.args))))
+        else:
+            self.read_back = {i for i, a in enumerate(answer) if a is not None}
         self.backend.synchronize()
         workers = settings.compile_workers or max(1, min(8, os.cpu_count() or 1))
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="adaptune-compile")
@@ -233,7 +241,8 @@ class KernelRunner:
                 be.fill(self.args[i], poison_value(self.args[i].dtype))
             be.launch(kernel, geo.grid, geo.block, self.args, geo.shared_mem)
             be.synchronize()
-            outputs = [be.copy_out(a) if isinstance(a, DeviceArray) else a for a in self.args]
+            outputs = [be.copy_out(a) if isinstance(a, DeviceArray) and i in self.read_back else a
+                       for i, a in enumerate(self.args)]
             problem = check(outputs, spec.answer, spec.atol, spec.rtol)
             verify_ms = (time.perf_counter() - t0) * 1e3
             if problem:
@@ -336,7 +345,7 @@ class CallableRunner:
 
 
 def make_runner(spec: KernelSpec | CallableSpec, backend: str, settings: MeasureSettings,
-                device: Any) -> KernelRunner | CallableRunner:
+                device: Any, opened: Any = None) -> KernelRunner | CallableRunner:
     if isinstance(spec, CallableSpec):
         return CallableRunner(spec, settings, device)
-    return KernelRunner(spec, backend, settings, device)
+    return KernelRunner(spec, backend, settings, device, opened)

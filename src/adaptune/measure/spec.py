@@ -75,7 +75,8 @@ class KernelSpec:
     the problem size (default ``block_size_x``/``_y``/``_z``). ``geometry(config) -> (grid, block)``
     overrides both. ``restore_inputs``: True (every array), False, or argument indices restored
     device-to-device before every launch. ``poison_outputs``: fill checked outputs with NaN /
-    0x7f.. before the checked run, so a kernel that skips elements cannot pass by accident.
+    0x7f.. before the checked run, so a kernel that skips elements cannot pass by accident. Only the
+    outputs ``answer`` checks are copied back (a callable answer: all, or those its ``reads`` attribute lists).
     ``shared_mem``: dynamic shared memory per block in bytes (CUDA only): an int, a parameter
     name or expression, or callable(config). ``check_arguments``: compare the arguments with the
     kernel's parameter list (count, pointer or scalar, element type) before anything is launched.

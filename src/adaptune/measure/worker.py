@@ -1,20 +1,24 @@
 """The worker process: owns the device context and the resident argument buffers.
 
-It is started as adaptune's own program (``python -m adaptune.measure.worker FD PARENT_PID``), never
+It is started as adaptune's own program (``python -m adaptune.measure.worker FD PARENT_PID [WARM]``), never
 by re-importing the user's ``__main__``, so tuning works from a script without a main guard, a
 notebook, ``python -c`` or ``python - < file``. It answers messages from
 :class:`~adaptune.measure.measurer.Measurer` over the socket ``FD``:
-``("setup", payload)`` -> ``("ready", DeviceInfo)`` or ``("setup_error", message)``;
+``("setup", payload, sizes)`` and one message per out-of-band buffer of ``sizes`` (the argument arrays)
+-> ``("ready", DeviceInfo)`` or ``("setup_error", message)``;
 ``("measure", config, best_ms)`` -> ``("compiled", ms)`` then ``("result", Result, restart)`` or
 ``("spec_error", message)``; ``("prefetch", configs)``; ``("binaries", [(config, KernelBinary)])``; ``("stats",)`` -> ``("stats", dict)``;
 ``("close",)``. The payload is pickled by the parent process and arrives over that private socket
-only, never from a file.
+only, never from a file. ``WARM`` (JSON ``[backend, device]``) opens that device while the setup message
+arrives, so the device context is ready while the parent still prepares the spec
+(:func:`adaptune.measure.process.spare_worker`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import faulthandler
+import json
 import os
 import pickle
 import signal
@@ -22,9 +26,12 @@ import sys
 import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
+from adaptune.backends import make_backend
 from adaptune.measure.geometry import SpecError
 from adaptune.measure.runners import exception_text, make_runner
 from adaptune.records import Result, Status
@@ -42,31 +49,68 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
+    if len(argv) not in (2, 3):
         sys.exit("adaptune.measure.worker is started by adaptune's Measurer, not by hand "
-                 "(usage: python -m adaptune.measure.worker FD PARENT_PID)")
+                 "(usage: python -m adaptune.measure.worker FD PARENT_PID [WARM])")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle, from the first moment
     fd, parent_pid = int(argv[0]), int(argv[1])
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True,
                      name="adaptune-parent-watch").start()
     faulthandler.enable()  # a crashing kernel leaves a Python traceback in the stderr the parent reports
     conn = Connection(fd)
+    warmed = None
+    if len(argv) == 3:  # the setup and its arrays arrive in a thread while this one opens the device
+        with ThreadPoolExecutor(1, thread_name_prefix="adaptune-setup") as pool:
+            arriving = pool.submit(_receive_setup, conn)
+            warmed = _warm(argv[2])
+            setup = arriving.result
+    else:
+        setup = partial(_receive_setup, conn)
     try:
-        message = conn.recv()
+        message, buffers = setup()
     except (EOFError, OSError):
         return
     if message[0] != "setup":
         conn.send(("setup_error", f"expected a setup message, got {message[0]!r}"))
         return
-    serve(conn, message[1])
+    serve(conn, message[1], warmed, buffers)
 
 
-def serve(conn: Connection, payload: bytes) -> None:
-    """Set up the runner from ``payload`` and answer requests until close or EOF."""
+def _receive_setup(conn: Connection) -> tuple[Any, list[bytearray]]:
+    """The setup message and its out-of-band buffers (writable, as the arrays the caller passed)."""
+    message = conn.recv()
+    buffers = [bytearray(n) for n in message[2]] if message[0] == "setup" else []
+    for buffer in buffers:
+        conn.recv_bytes_into(buffer)
+    return message, buffers
+
+
+def _warm(text: str) -> tuple[str, Any, Any] | None:
+    """(backend name, device, the opened backend) for the ``WARM`` argument; None when it cannot be opened
+    now (the setup then opens the device itself and reports why it fails)."""
+    try:
+        name, device = json.loads(text)
+        device = tuple(device) if isinstance(device, list) else device
+        backend = make_backend(name, device)
+        backend.warm_up()
+    except Exception:  # noqa: BLE001 - only a head start: the setup message repeats the work and reports errors
+        return None
+    return name, device, backend
+
+
+def serve(conn: Connection, payload: bytes, warmed: tuple[str, Any, Any] | None = None,
+          buffers: list[bytearray] | None = None) -> None:
+    """Set up the runner from ``payload`` (reusing the device ``warmed`` opened when it is the one asked
+    for) and answer requests until close or EOF."""
     warnings.simplefilter("ignore")
     try:
-        spec, backend, settings, device = pickle.loads(payload)  # bytes from our parent's socket
-        runner = make_runner(spec, backend, settings, device)
+        spec, backend, settings, device = pickle.loads(payload, buffers=buffers or ())  # from our parent's socket
+        opened = None
+        if warmed is not None:
+            opened = warmed[2] if warmed[:2] == (backend, device) and not settings.cache_dir else None
+            if opened is None:
+                warmed[2].close()
+        runner = make_runner(spec, backend, settings, device, opened)
     except Exception as exc:  # setup failures go back to the parent as one message
         conn.send(("setup_error", f"{type(exc).__name__}: {exc}"))
         return

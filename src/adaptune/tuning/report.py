@@ -29,6 +29,9 @@ class TuneReport:
     db: str
     results: list[Result] = field(default_factory=list)
     others: list[TuneReport] = field(default_factory=list)  # other device kinds of a mixed cluster (executor)
+    #: where the wall time went, in seconds since the start: ``worker_ready`` (the worker can measure),
+    #: ``search_done`` (the last result is in); the rest until ``wall_s`` is the store and the report
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def speedup_over_default(self) -> float:

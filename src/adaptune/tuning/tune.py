@@ -72,6 +72,7 @@ def tune(
     store = Store(db)
     try:
         with Measurer(problem.spec, backend=backend, settings=settings, device=device) as measurer:
+            phases = {"worker_ready": time.perf_counter() - start}
             info = measurer.device_info()
             ids = (store.device(info),
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
@@ -81,6 +82,7 @@ def tune(
             results, reused = _search_loop(search, session, (max_evals, max_seconds), total, lookahead,
                                            progress, problem.name, start)
             default_result = _default_result(space, results, session)
+            phases["search_done"] = time.perf_counter() - start
     except KeyboardInterrupt:
         # The worker is already killed (Measurer.__exit__); every finished measurement is committed.
         print(f"\ninterrupted: the {_stored_count(store)} results in {db} are kept; run the same tuning "
@@ -90,6 +92,7 @@ def tune(
         store.close()
 
     report = report_from_results(problem, strategy, info, results, default_result, reused, start, db)
+    report.phases = phases
     warn_if_all_failed(report)
     return report
 
