@@ -358,7 +358,10 @@ def observer_names(observers: Sequence[Any] | None) -> tuple[tuple[str, ...], li
         if kind != "NVMLObserver":
             raise refuse("observers", f"{kind} is not supported; adaptune observes NVML power and energy "
                          "(kernel_tuner.observers.nvml.NVMLObserver)")
-        observables = list(getattr(obs, "observables", None) or ["nvml_energy", "nvml_power"])
+        # Kernel Tuner's NVMLObserver moves the power observables (nvml_energy, nvml_power, power_readings)
+        # out of ``observables`` into its ``continuous_observer``: read both
+        power = list(getattr(getattr(obs, "continuous_observer", None), "observables", None) or [])
+        observables = [*power, *(getattr(obs, "observables", None) or [])] or ["nvml_energy", "nvml_power"]
         unknown = sorted(set(observables) - set(NVML_OBSERVABLES))
         if unknown:
             raise refuse("observers", f"NVML observables {unknown} are not supported; adaptune reports "
