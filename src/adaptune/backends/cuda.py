@@ -154,6 +154,8 @@ class CUDABackend(Backend):
             dst.handle.data.copy_from_device_async(src.handle.data, src.nbytes, stream=self.stream)
 
     def fill(self, dst: DeviceArray, value: np.ndarray) -> None:
+        if not dst.nbytes:
+            return
         pattern = np.ascontiguousarray(value, dtype=dst.dtype).reshape(1)
         raw = pattern.tobytes()
         with self.device:

@@ -218,22 +218,30 @@ class OpenCLBackend(Backend):
 
     def _allocate_array(self, host: np.ndarray) -> DeviceArray:
         cl = self._cl
+        if host.size == 0:  # OpenCL has no empty buffers: one element the kernel is never told it has
+            return DeviceArray(cl.Buffer(self.context, cl.mem_flags.READ_WRITE, host.dtype.itemsize), host.dtype,
+                               host.shape)
         flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
         buf = cl.Buffer(self.context, flags, hostbuf=host)
         return DeviceArray(buf, host.dtype, host.shape)
 
     def copy_in(self, dst: DeviceArray, host: np.ndarray) -> None:
-        self._cl.enqueue_copy(self.queue, dst.handle, np.ascontiguousarray(host, dtype=dst.dtype))
+        if dst.nbytes:
+            self._cl.enqueue_copy(self.queue, dst.handle, np.ascontiguousarray(host, dtype=dst.dtype))
 
     def copy_out(self, src: DeviceArray) -> np.ndarray:
         host = np.empty(src.shape, src.dtype)
-        self._cl.enqueue_copy(self.queue, host, src.handle, is_blocking=True)
+        if src.nbytes:
+            self._cl.enqueue_copy(self.queue, host, src.handle, is_blocking=True)
         return host
 
     def copy_device(self, dst: DeviceArray, src: DeviceArray) -> None:
-        self._cl.enqueue_copy(self.queue, dst.handle, src.handle, byte_count=src.nbytes)
+        if src.nbytes:
+            self._cl.enqueue_copy(self.queue, dst.handle, src.handle, byte_count=src.nbytes)
 
     def fill(self, dst: DeviceArray, value: np.ndarray) -> None:
+        if not dst.nbytes:
+            return
         pattern = np.ascontiguousarray(value, dtype=dst.dtype).reshape(1)
         if pattern.nbytes in (1, 2, 4, 8, 16, 32, 64, 128):
             self._cl.enqueue_fill_buffer(self.queue, dst.handle, pattern, 0, dst.nbytes)
