@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> None:
                                                  for tag in ("h100", "h200", "pocl", "pocl_basic")],
                     help="gpu_suite raw.json labels of each device (default: the committed H100, H200, PoCL pthread and basic)")
     ap.add_argument("--proxies", default=str(ROOT / "data" / "devices" / "proxy_features.json"))
+    ap.add_argument("--benchmarks", nargs="+", default=["spmv", "histogram", "sort", "bfs"],
+                    choices=["spmv", "histogram", "sort", "bfs"], help="which of the suite's benchmarks (default: all)")
     ap.add_argument("--intensity", choices=("hand", "counters"), default="hand",
                     help="P-DFS's proxy intensities: hand-set INTENSITY (default) or derived from ncu counters")
     ap.add_argument("--counters", default=str(RESULTS / "counters_intensity.json"),
@@ -154,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
                  "size_scale": [r.get("size_scale") for r in raws], "benchmarks": {},
                  "intensity": {"source": "hand-set" if intensity is INTENSITY else args.counters,
                                "values": {b: dict(v) for b, v in intensity.items()}}}
-    for bname in ("spmv", "histogram", "sort", "bfs"):
+    for bname in args.benchmarks:
         if not all(bname in r["benchmarks"] for r in raws):
             continue
         if bname not in intensity:
