@@ -44,17 +44,20 @@ from adaptune.store.base import (
     TrajectoryPoint,
     finite_or_inf,
 )
-from adaptune.store.codec import jsonable
+from adaptune.store.codec import config_hash, jsonable
 from adaptune.store.errors import StoreError
 from adaptune.store.rows import (
+    BIN,
     COLUMNS,
+    HASH,
     JSON_COLUMNS,
-    KEY_COLUMNS,
+    KEY,
+    STATUS,
     decode,
     decode_stored,
     encode,
+    encode_fields,
     fast_config_key,
-    row_key,
 )
 from adaptune.store.sql import MEMORY, Database, engine_url, is_sqlite_file
 
@@ -63,10 +66,24 @@ C = S.run_counts
 LOOKUP_BATCH = 500
 """Config keys per ``IN (...)`` lookup: well under every driver's limit on bound parameters."""
 _OK = str(Status.OK)
-_STATUS = COLUMNS.index("status")
 _INSERT = f"INSERT INTO measurements ({', '.join(COLUMNS)}) "
-_UPDATE_SET = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c not in KEY_COLUMNS)
-_CONFLICT = f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO "
+_IDENTITY = ("device_id", "problem_id", "input_id", "config_key", "config_hash")
+_UPDATE_SET = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c not in _IDENTITY)
+_BY_HASH = "ON CONFLICT (device_id, problem_id, input_id, config_hash) "
+_BY_KEY = "ON CONFLICT (device_id, problem_id, input_id, config_key) WHERE config_hash IS NULL "
+
+
+def _upsert(conflict: str, replace: bool) -> str:
+    """The conflict clause of a chunk's insert; a hash's row is replaced only by its own key (a concurrent
+    writer's colliding key, which the check in ``_resolve`` cannot see, leaves the stored row alone)."""
+    if not replace:
+        return conflict + "DO NOTHING"
+    return f"{conflict}DO UPDATE SET {_UPDATE_SET} WHERE measurements.config_key = excluded.config_key"
+
+
+def _spill(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``row`` stored by its key, with a NULL hash (its hash is another configuration's in the run)."""
+    return (*row[:HASH], None, *row[HASH + 1:])
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -141,44 +158,71 @@ class Store(BaseStore):
 
     # ------------------------------------------------------------------ writes
     def _write_rows(self, conn: Connection, rows: list[tuple[Any, ...]], replace: bool) -> None:
-        """One chunk of encoded rows (distinct keys) in the open transaction: COPY on psycopg, else executemany."""
-        action = "UPDATE SET " + _UPDATE_SET if replace else "NOTHING"
-        if self.dialect == "postgresql":  # run_counts follows by statement trigger
-            if not _copy_rows(conn, rows, _CONFLICT + action):
-                marks = ", ".join(["%s"] * len(COLUMNS))
-                conn.exec_driver_sql(f"{_INSERT}VALUES ({marks}) {_CONFLICT}{action}", rows)
+        """One chunk of encoded rows (distinct keys) in the open transaction: hash collisions resolved against
+        the stored keys, then COPY on psycopg, else executemany; on SQLite the summary tables follow here."""
+        rows, spilled, before = self._resolve(conn, rows)
+        if self.dialect == "postgresql":  # run_counts and run_time_bins follow by statement trigger
+            for part, conflict in ((rows, _BY_HASH), (spilled, _BY_KEY)):
+                if part and not _copy_rows(conn, part, _upsert(conflict, replace)):
+                    conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['%s'] * len(COLUMNS))}) "
+                                         f"{_upsert(conflict, replace)}", part)
             return
-        deltas = self._count_deltas(conn, rows, replace)
-        conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['?'] * len(COLUMNS))}) {_CONFLICT}{action}", rows)
+        deltas = _deltas(rows + spilled, before, replace)
+        for part, conflict in ((rows, _BY_HASH), (spilled, _BY_KEY)):
+            if part:
+                conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['?'] * len(COLUMNS))}) "
+                                     f"{_upsert(conflict, replace)}", part)
         _add_counts(conn, deltas)
 
-    def _count_deltas(self, conn: Connection, rows: list[tuple[Any, ...]], replace: bool) -> Counter:
-        """How the chunk changes ``run_counts`` (SQLite): new keys count once, replaced ones move status.
+    def _resolve(self, conn: Connection, rows: list[tuple[Any, ...]]
+                 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[tuple[Any, ...], tuple[str, Any]]]:
+        """Split a chunk into rows keyed by hash and rows whose hash another stored key holds (stored with a
+        NULL hash, found by key); with the status and time bin each (run, key) had before, for the counts.
 
-        Exact because an SQLite writer holds the database's one write lock from this read to the commit."""
+        One indexed probe per batch of hashes; the keys stored with a NULL hash (normally none) only when the
+        store holds any. Exact on SQLite, whose writer holds the write lock from here to the commit."""
+        mark = "?" if self.dialect == "sqlite" else "%s"
+        run_where = f"device_id = {mark} AND problem_id = {mark} AND input_id = {mark}"
         by_run: dict[tuple[int, int, int], list[tuple[Any, ...]]] = {}
         for row in rows:
             by_run.setdefault(row[:3], []).append(row)
-        deltas: Counter = Counter()
+        spills = conn.exec_driver_sql("SELECT 1 FROM measurements WHERE config_hash IS NULL LIMIT 1").first()
+        keep: list[tuple[Any, ...]] = []
+        spilled: list[tuple[Any, ...]] = []
+        before: dict[tuple[Any, ...], tuple[str, Any]] = {}
         for run, run_rows in by_run.items():
-            before: dict[str, str] = {}
-            for batch in _chunks([row_key(r) for r in run_rows], LOOKUP_BATCH):
+            stored: dict[int, tuple[str, str, Any]] = {}
+            for batch in _chunks([r[HASH] for r in run_rows if r[HASH] is not None], LOOKUP_BATCH):
                 found = conn.exec_driver_sql(
-                    "SELECT config_key, status FROM measurements WHERE device_id = ? AND problem_id = ? "
-                    f"AND input_id = ? AND config_key IN ({', '.join(['?'] * len(batch))})", (*run, *batch))
-                before.update(found.all())
+                    f"SELECT config_hash, config_key, status, time_bin FROM measurements WHERE {run_where} "
+                    f"AND config_hash IN ({', '.join([mark] * len(batch))})", (*run, *batch))
+                stored.update((h, (k, st, b)) for h, k, st, b in found)
+            by_key: dict[str, tuple[str, Any]] = {}
+            if spills is not None or any(r[HASH] is None for r in run_rows):
+                for batch in _chunks([r[KEY] for r in run_rows], LOOKUP_BATCH):
+                    found = conn.exec_driver_sql(
+                        f"SELECT config_key, status, time_bin FROM measurements WHERE {run_where} AND "
+                        f"config_hash IS NULL AND config_key IN ({', '.join([mark] * len(batch))})", (*run, *batch))
+                    by_key.update((k, (st, b)) for k, st, b in found)
             for row in run_rows:
-                old, status = before.get(row_key(row)), row[_STATUS]
-                if old is None:
-                    deltas[(*run, status)] += 1
-                elif replace and old != status:
-                    deltas[(*run, old)] -= 1
-                    deltas[(*run, status)] += 1
-        return deltas
+                key, old = row[KEY], stored.get(row[HASH])
+                if row[HASH] is not None and key not in by_key and (old is None or old[0] == key):
+                    keep.append(row)
+                    if old is not None:
+                        before[(run, key)] = old[1:]
+                else:  # its hash is another configuration's (or it was stored by key before): by key
+                    spilled.append(_spill(row))
+                    if key in by_key:
+                        before[(run, key)] = by_key[key]
+        return keep, spilled, before
 
     def _commit_chunk(self, rows: list[tuple[Any, ...]], replace: bool) -> int:
-        by_key = {(row[:3], row_key(row)): row for row in rows}  # the last wins: PostgreSQL refuses a key
-        distinct = list(by_key.values())                         # twice in one statement
+        by_key = {(row[:3], row[KEY]): row for row in rows}  # the last wins: PostgreSQL refuses a key
+        distinct: list[tuple[Any, ...]] = []                    # twice in one statement
+        hashes: dict[tuple[Any, ...], str] = {}
+        for (run, key), row in by_key.items():  # two keys of one hash in the chunk: the second by key
+            taken = hashes.setdefault((run, row[HASH]), key)
+            distinct.append(row if taken == key else _spill(row))
 
         def once() -> None:
             with self.db.write() as conn:
@@ -204,11 +248,13 @@ class Store(BaseStore):
 
         def once() -> int:
             with self.db.write() as conn:
-                deltas: Counter = Counter()
-                if self.dialect == "sqlite":  # counted before, under the write lock (see _count_deltas)
-                    query = (sa.select(M.c.device_id, M.c.problem_id, M.c.input_id, M.c.status, sa.func.count())
-                             .where(*where).group_by(M.c.device_id, M.c.problem_id, M.c.input_id, M.c.status))
-                    deltas.update({tuple(r[:4]): -int(r[4]) for r in conn.execute(query)})
+                deltas: tuple[Counter, Counter] = (Counter(), Counter())
+                if self.dialect == "sqlite":  # counted before, under the write lock (see _resolve)
+                    for column, counter in ((M.c.status, deltas[0]), (M.c.time_bin, deltas[1])):
+                        query = (sa.select(M.c.device_id, M.c.problem_id, M.c.input_id, column, sa.func.count())
+                                 .where(*where, column.is_not(None))
+                                 .group_by(M.c.device_id, M.c.problem_id, M.c.input_id, column))
+                        counter.update({tuple(r[:4]): -int(r[4]) for r in conn.execute(query)})
                 deleted = int(conn.execute(M.delete().where(*where)).rowcount)
                 _add_counts(conn, deltas)
                 return deleted
@@ -217,12 +263,16 @@ class Store(BaseStore):
 
     # ------------------------------------------------------------------ point reads
     def _by_keys(self, run: RunKey, keys: list[str], columns: Sequence[Any]) -> list[Any]:
-        """Rows of these config keys in ``run``: one probe of the unique index per batch of keys."""
+        """Rows of these config keys in ``run``: one probe of the hash index (and of the, normally empty, index
+        of keys stored without their hash) per batch of keys; a row counts only if its stored key is the key."""
         found: list[Any] = []
         for batch in _chunks(dict.fromkeys(keys), LOOKUP_BATCH):
-            query = sa.select(*columns).where(*_where(run.problem_id, run.device_id, run.input_id),
-                                              M.c.config_key.in_(batch))
-            found.extend(self.db.rows(query))
+            match = sa.or_(M.c.config_hash.in_([config_hash(k) for k in batch]),
+                           sa.and_(M.c.config_hash.is_(None), M.c.config_key.in_(batch)))
+            query = sa.select(*columns, M.c.config_key.label("stored_key")).where(
+                *_where(run.problem_id, run.device_id, run.input_id), match)
+            wanted = set(batch)
+            found.extend(row for row in self.db.rows(query) if row.stored_key in wanted)
         return found
 
     def get_many(self, device_id: int, problem_id: int, input_id: int,
@@ -571,13 +621,40 @@ def _run_where(run: RunKey) -> list[Any]:
     return [M.c.problem_id == run.problem_id, M.c.device_id == run.device_id, M.c.input_id == run.input_id]
 
 
-def _add_counts(conn: Connection, deltas: Counter) -> None:
-    """Add ``{(device_id, problem_id, input_id, status): delta}`` to ``run_counts`` (SQLite's writer)."""
-    changes = [(*key, n) for key, n in sorted(deltas.items()) if n]
-    if changes:
-        conn.exec_driver_sql("INSERT INTO run_counts (device_id, problem_id, input_id, status, n) "
-                             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (device_id, problem_id, input_id, status) "
-                             "DO UPDATE SET n = n + excluded.n", changes)
+def _deltas(rows: list[tuple[Any, ...]], before: Mapping[tuple[Any, ...], tuple[str, Any]],
+            replace: bool) -> tuple[Counter, Counter]:
+    """How a chunk changes ``run_counts`` and ``run_time_bins`` (SQLite): new keys count once, replaced ones
+    move from their old status and time bin to the new ones."""
+    counts: Counter = Counter()
+    bins: Counter = Counter()
+    for row in rows:
+        run = row[:3]
+        old = before.get((run, row[KEY]))
+        if old is None:
+            counts[(*run, row[STATUS])] += 1
+            if row[BIN] is not None:
+                bins[(*run, row[BIN])] += 1
+        elif replace:
+            if old[0] != row[STATUS]:
+                counts[(*run, old[0])] -= 1
+                counts[(*run, row[STATUS])] += 1
+            if old[1] != row[BIN]:
+                if old[1] is not None:
+                    bins[(*run, old[1])] -= 1
+                if row[BIN] is not None:
+                    bins[(*run, row[BIN])] += 1
+    return counts, bins
+
+
+def _add_counts(conn: Connection, deltas: tuple[Counter, Counter]) -> None:
+    """Add ``{(device_id, problem_id, input_id, status or time bin): delta}`` to ``run_counts`` and
+    ``run_time_bins`` (SQLite's writer)."""
+    for table, column, changes in (("run_counts", "status", deltas[0]), ("run_time_bins", "bin", deltas[1])):
+        rows = [(*key, n) for key, n in sorted(changes.items()) if n]
+        if rows:
+            conn.exec_driver_sql(f"INSERT INTO {table} (device_id, problem_id, input_id, {column}, n) "
+                                 f"VALUES (?, ?, ?, ?, ?) ON CONFLICT (device_id, problem_id, input_id, {column}) "
+                                 "DO UPDATE SET n = n + excluded.n", rows)
 
 
 def _count_where(problem_id: int | None, device_id: int | None, input_id: int | None) -> list[Any]:
