@@ -31,6 +31,11 @@ DEFAULT_CHUNK = 10_000
 """Rows per transaction (writes) and per round trip (streaming reads): bounded memory, few commits."""
 
 
+Record = tuple[Any, ...]
+"""A result given by its fields in :class:`Result`'s order (config, status, time_ms, samples, compile_ms,
+verify_ms, benchmark_ms, observers, error, timestamp): what bulk imports hand to ``put_records``."""
+
+
 # ------------------------------------------------------------------------------------------ records
 class RunKey(NamedTuple):
     """One run: (device, problem, input) ids, in the order the write methods take them."""
@@ -231,6 +236,12 @@ class BaseStore(abc.ABC):
         running the same stream again completes it without duplicates. ``replace=False`` keeps results
         already stored (an import that must not overwrite newer measurements). Returns rows written.
         """
+
+    def put_records(self, run: RunKey, records: Iterable[Record], *, chunk_size: int = DEFAULT_CHUNK,
+                    replace: bool = True) -> int:
+        """:meth:`put_stream` of results given by their fields (``Record``): a store may write them without
+        building a :class:`Result` each (bulk imports of millions of entries)."""
+        return self.put_stream(run, (Result(*r) for r in records), chunk_size=chunk_size, replace=replace)
 
     @abc.abstractmethod
     def delete(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,

@@ -37,6 +37,7 @@ from adaptune.store.base import (
     Page,
     ProblemInfo,
     ProblemRow,
+    Record,
     RunKey,
     RunSummary,
     StoredResult,
@@ -86,7 +87,14 @@ def _spill(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return (*row[:HASH], None, *row[HASH + 1:])
 
 
-def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+def encode_rows(run: RunKey, records: Iterable[Record]) -> list[tuple[Any, ...]]:
+    """The database rows of ``records`` in ``run`` (plain tuples: they pickle, for a reader in another process)."""
+    run = RunKey(*(int(x) for x in run))
+    return [encode_fields(run, *r) for r in records]
+
+
+def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """``items`` as lists of ``size`` (the last one shorter)."""
     it = iter(items)
     while chunk := list(islice(it, size)):
         yield chunk
@@ -192,14 +200,14 @@ class Store(BaseStore):
         before: dict[tuple[Any, ...], tuple[str, Any]] = {}
         for run, run_rows in by_run.items():
             stored: dict[int, tuple[str, str, Any]] = {}
-            for batch in _chunks([r[HASH] for r in run_rows if r[HASH] is not None], LOOKUP_BATCH):
+            for batch in chunks([r[HASH] for r in run_rows if r[HASH] is not None], LOOKUP_BATCH):
                 found = conn.exec_driver_sql(
                     f"SELECT config_hash, config_key, status, time_bin FROM measurements WHERE {run_where} "
                     f"AND config_hash IN ({', '.join([mark] * len(batch))})", (*run, *batch))
                 stored.update((h, (k, st, b)) for h, k, st, b in found)
             by_key: dict[str, tuple[str, Any]] = {}
             if spills is not None or any(r[HASH] is None for r in run_rows):
-                for batch in _chunks([r[KEY] for r in run_rows], LOOKUP_BATCH):
+                for batch in chunks([r[KEY] for r in run_rows], LOOKUP_BATCH):
                     found = conn.exec_driver_sql(
                         f"SELECT config_key, status, time_bin FROM measurements WHERE {run_where} AND "
                         f"config_hash IS NULL AND config_key IN ({', '.join([mark] * len(batch))})", (*run, *batch))
@@ -240,7 +248,17 @@ class Store(BaseStore):
                    replace: bool = True) -> int:
         run = RunKey(*(int(x) for x in run))
         return sum(self._commit_chunk([encode(run, r) for r in chunk], replace)
-                   for chunk in _chunks(results, chunk_size))
+                   for chunk in chunks(results, chunk_size))
+
+    def put_records(self, run: RunKey, records: Iterable[Record], *, chunk_size: int = DEFAULT_CHUNK,
+                    replace: bool = True) -> int:
+        """Rows encoded straight from the fields (``encode_rows``), one transaction a chunk."""
+        return sum(self.put_encoded(encode_rows(run, chunk), replace=replace)
+                   for chunk in chunks(records, chunk_size))
+
+    def put_encoded(self, rows: list[tuple[Any, ...]], *, replace: bool = True) -> int:
+        """One chunk of rows from :func:`encode_rows` (made in this process or another) in one transaction."""
+        return self._commit_chunk(rows, replace)
 
     def delete(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                status: Status | str | None = None) -> int:
@@ -266,7 +284,7 @@ class Store(BaseStore):
         """Rows of these config keys in ``run``: one probe of the hash index (and of the, normally empty, index
         of keys stored without their hash) per batch of keys; a row counts only if its stored key is the key."""
         found: list[Any] = []
-        for batch in _chunks(dict.fromkeys(keys), LOOKUP_BATCH):
+        for batch in chunks(dict.fromkeys(keys), LOOKUP_BATCH):
             match = sa.or_(M.c.config_hash.in_([config_hash(k) for k in batch]),
                            sa.and_(M.c.config_hash.is_(None), M.c.config_key.in_(batch)))
             query = sa.select(*columns, M.c.config_key.label("stored_key")).where(
@@ -342,7 +360,7 @@ class Store(BaseStore):
         if not k or not runs:
             return []
         best: list[tuple[float, int]] = []
-        for batch in _chunks(runs, 100):
+        for batch in chunks(runs, 100):
             scans = [sa.select(M.c.time_ms, M.c.id).where(*_run_where(run), M.c.time_ms.is_not(None))
                      .order_by(M.c.time_ms, M.c.id).limit(k).subquery() for run in batch]
             merged = sa.union_all(*(sa.select(scan) for scan in scans)) if len(scans) > 1 else sa.select(scans[0])
@@ -467,7 +485,7 @@ class Store(BaseStore):
     def _run_best(self, runs: list[RunKey]) -> dict[RunKey, Any]:
         """The fastest success of each run (a row, or None): one index probe per run, 200 runs a query."""
         found: dict[RunKey, Any] = {}
-        for batch in _chunks(runs, 200):
+        for batch in chunks(runs, 200):
             probes = [sa.select(M.c.id).where(*_run_where(run), M.c.time_ms.is_not(None))
                       .order_by(M.c.time_ms, M.c.id).limit(1).scalar_subquery().label(f"b{j}")
                       for j, run in enumerate(batch)]

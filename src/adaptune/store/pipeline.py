@@ -1,0 +1,74 @@
+"""Parsing and encoding in a second process while this one writes to the database.
+
+A bulk import is Python work (decoding, validating and encoding entries) then database work (the driver's
+executemany or COPY). Threads cannot overlap the two: the writer releases the GIL once per row and waits to
+get it back from the parser. A forked child that does the Python work and hands over finished chunks does
+overlap them, on two cores; the pipe between the two holds about one chunk, so memory stays a few chunks in
+each process. Where ``fork`` is not available the work runs here, one chunk after the other.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+Emit = Callable[[Any], None]
+
+
+class Forked(Generic[T]):
+    """``work(emit)`` run in a forked child: iterating yields what it emits, in order; :attr:`result` is what
+    it returned (after the iteration ends). An exception in the child is raised here at that point; a
+    consumer that stops early ends the child."""
+
+    def __init__(self, work: Callable[[Emit], Any]) -> None:
+        self.work = work
+        self.result: Any = None
+
+    def __iter__(self) -> Iterator[T]:
+        if "fork" not in multiprocessing.get_all_start_methods():
+            items: list[Any] = []
+            self.result = self.work(items.append)  # no fork (Windows, macOS spawn): in this process
+            yield from items
+            return
+        receiver, sender = multiprocessing.get_context("fork").Pipe(duplex=False)
+        child = multiprocessing.get_context("fork").Process(target=_run, args=(self.work, sender), daemon=True)
+        child.start()
+        sender.close()
+        try:
+            while True:
+                try:
+                    kind, value = receiver.recv()
+                except EOFError:
+                    raise RuntimeError(f"the import's reader process ended without an answer "
+                                       f"(exit code {child.exitcode})") from None
+                if kind == "item":
+                    yield value
+                elif kind == "error":
+                    raise value
+                else:
+                    self.result = value
+                    return
+        finally:
+            receiver.close()
+            if child.is_alive():
+                child.terminate()
+            child.join()
+
+
+def _run(work: Callable[[Emit], Any], sender: Any) -> None:
+    try:
+        result = work(lambda item: sender.send(("item", item)))
+        sender.send(("done", result))
+    except BrokenPipeError:  # the consumer stopped: nothing to tell it
+        pass
+    except BaseException as exc:  # handed to the consumer, raised there
+        try:
+            sender.send(("error", exc))
+        except Exception:
+            sender.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+    finally:
+        sender.close()
+        os._exit(0)  # no exit handlers: the parent's database connections are not the child's to close
