@@ -45,11 +45,12 @@ from adaptune.store.base import (
     TrajectoryPoint,
     finite_or_inf,
 )
-from adaptune.store.codec import config_hash, jsonable
+from adaptune.store.codec import BINS_PER_OCTAVE, config_hash, jsonable
 from adaptune.store.errors import StoreError
 from adaptune.store.rows import (
     BIN,
     COLUMNS,
+    CONFIG,
     HASH,
     JSON_COLUMNS,
     KEY,
@@ -266,15 +267,21 @@ class Store(BaseStore):
 
         def once() -> int:
             with self.db.write() as conn:
-                deltas: tuple[Counter, Counter] = (Counter(), Counter())
-                if self.dialect == "sqlite":  # counted before, under the write lock (see _resolve)
-                    for column, counter in ((M.c.status, deltas[0]), (M.c.time_bin, deltas[1])):
-                        query = (sa.select(M.c.device_id, M.c.problem_id, M.c.input_id, column, sa.func.count())
-                                 .where(*where, column.is_not(None))
-                                 .group_by(M.c.device_id, M.c.problem_id, M.c.input_id, column))
-                        counter.update({tuple(r[:4]): -int(r[4]) for r in conn.execute(query)})
                 deleted = int(conn.execute(M.delete().where(*where)).rowcount)
-                _add_counts(conn, deltas)
+                if self.dialect == "sqlite":  # the summaries of what matched the filter go with it
+                    runs = _count_where(problem_id, device_id, input_id)
+                    if status is not None:
+                        conn.execute(C.delete().where(*runs, C.c.status == str(Status(status))))
+                        conn.execute(S.run_param_counts.delete().where(
+                            *_count_where(problem_id, device_id, input_id, S.run_param_counts),
+                            S.run_param_counts.c.status == str(Status(status))))
+                    else:
+                        conn.execute(C.delete().where(*runs))
+                        conn.execute(S.run_param_counts.delete().where(
+                            *_count_where(problem_id, device_id, input_id, S.run_param_counts)))
+                    if status is None or str(Status(status)) == _OK:
+                        conn.execute(S.run_time_bins.delete().where(
+                            *_count_where(problem_id, device_id, input_id, S.run_time_bins)))
                 return deleted
 
         return self.db.transact(once)
@@ -394,14 +401,26 @@ class Store(BaseStore):
     def page(self, run: RunKey, *, offset: int = 0, limit: int = 50, order_by: str = "time_ms",
              descending: bool = False, status: Status | str | None = None,
              where: Mapping[str, Any] | None = None) -> Page:
+        """Pages by time, by time filtered by one parameter value and by a numeric parameter read an index
+        range plus the run's summary counts; other sorts and filters read the whole run."""
         offset, limit = max(0, int(offset)), max(0, int(limit))
         status = None if status is None else str(Status(status))
         base = _where(run.problem_id, run.device_id, run.input_id, status)
+        if order_by == "time_ms" and not where:
+            counts = self.status_counts(run.problem_id, run.device_id, run.input_id)
+            return self._time_page(base, counts, status, offset, limit, descending)
+        if order_by == "time_ms" and where and len(where) == 1:
+            (name, value), = where.items()
+            counts = self._value_counts(run, name, value)
+            if counts is not None:
+                return self._time_page([*base, self._param_text(name) == _json_text(value)], counts, status,
+                                       offset, limit, descending)
+        if not where and order_by not in PAGE_COLUMNS:
+            page = self._parameter_page(run, order_by, base, status, offset, limit, descending)
+            if page is not None:
+                return page
         if where:
             base += [self._param_text(name) == _json_text(value) for name, value in where.items()]
-        if order_by == "time_ms" and not where:
-            return self._time_page(run, base, status, offset, limit, descending)
-        if where:
             total = int(self.db.rows(sa.select(sa.func.count()).select_from(M).where(*base))[0][0])
         else:
             total = self.count(run.problem_id, run.device_id, run.input_id, status)
@@ -412,23 +431,77 @@ class Store(BaseStore):
         query = sa.select(M).where(*base).order_by(*keys, M.c.id).offset(offset).limit(limit)
         return Page([decode_stored(r) for r in self.db.rows(query)], total, offset, limit)
 
-    def _time_page(self, run: RunKey, base: list[Any], status: str | None, offset: int, limit: int,
-                   descending: bool) -> Page:
-        """Fastest (or slowest) first from the successes' index, then failures in order of arrival."""
-        counts = self.status_counts(run.problem_id, run.device_id, run.input_id)
+    def _rows_by_id(self, ids_query: Any) -> list[Any]:
+        """The rows whose ids ``ids_query`` lists, in its order: the offset is walked in the index alone, and
+        only the page's rows are read from the table."""
+        ids = [int(r[0]) for r in self.db.rows(ids_query)]
+        if not ids:
+            return []
+        found = {r.id: r for r in self.db.rows(sa.select(M).where(M.c.id.in_(ids)))}
+        return [found[i] for i in ids]
+
+    def _time_page(self, base: list[Any], counts: Mapping[str, int], status: str | None, offset: int,
+                   limit: int, descending: bool) -> Page:
+        """Fastest (or slowest) first from the successes' index, then failures in order of arrival; ``counts``
+        (by status) of what ``base`` matches says where the failures begin."""
         n_ok = counts.get(_OK, 0) if status in (None, _OK) else 0
         n_failed = sum(n for s, n in counts.items() if s != _OK and status in (None, s))
         rows: list[Any] = []
         if offset < n_ok and limit:
             key = M.c.time_ms.desc() if descending else M.c.time_ms
-            rows += self.db.rows(sa.select(M).where(*base, M.c.time_ms.is_not(None))
-                                 .order_by(key, M.c.id).offset(offset).limit(limit))
+            rows += self._rows_by_id(sa.select(M.c.id).where(*base, M.c.time_ms.is_not(None))
+                                     .order_by(key, M.c.id).offset(offset).limit(limit))
         if offset + limit > n_ok and n_failed:
-            failures = (sa.select(M).where(*base, M.c.time_ms.is_(None)).order_by(M.c.id)
+            failures = (sa.select(M.c.id).where(*base, M.c.time_ms.is_(None)).order_by(M.c.id)
                         .offset(max(0, offset - n_ok)).limit(limit - len(rows)))
             # SQLite ties this with ix_m_run (same columns, no statistics); the partial index is the dense one
-            rows += self.db.rows(failures.with_hint(M, "INDEXED BY ix_m_failed_run", "sqlite"))
+            rows += self._rows_by_id(failures.with_hint(M, "INDEXED BY ix_m_failed_run", "sqlite"))
         return Page([decode_stored(r) for r in rows], n_ok + n_failed, offset, limit)
+
+    def _value_counts(self, run: RunKey, name: str, value: Any) -> dict[str, int] | None:
+        """Rows of the run by status whose parameter ``name`` is ``value`` (``run_param_counts``); None for a
+        value whose JSON text the database may spell otherwise (floats, non-ASCII text): then a scan counts."""
+        self._param_path(name)  # refuses the names every store refuses
+        if not (type(value) in (int, bool) or (type(value) is str and value.isascii())):
+            return None
+        P = S.run_param_counts
+        query = (sa.select(P.c.status, P.c.n).where(*_count_where(run.problem_id, run.device_id, run.input_id, P),
+                                                    P.c.name == name, P.c.value == _json_text(value), P.c.n > 0))
+        return {str(st): int(n) for st, n in self.db.rows(query)}
+
+    def _parameter_page(self, run: RunKey, name: str, base: list[Any], status: str | None, offset: int,
+                        limit: int, descending: bool) -> Page | None:
+        """A page sorted by a numeric parameter: its values and their counts from ``run_param_counts``, then
+        the rows of the values the page covers, each value's in order of arrival. None (a scan sorts) when a
+        value is not a number, or two values are equal numbers (``1`` and ``1.0``)."""
+        self._param_path(name)  # refuses the names every store refuses
+        P = S.run_param_counts
+        where = [*_count_where(run.problem_id, run.device_id, run.input_id, P), P.c.name == name]
+        if status is not None:
+            where.append(P.c.status == status)
+        total_n = sa.func.sum(P.c.n)
+        values = []
+        for text, n in self.db.rows(sa.select(P.c.value, total_n).where(*where).group_by(P.c.value)
+                                    .having(total_n > 0)):
+            number = orjson.loads(text)
+            if type(number) not in (int, float) or not math.isfinite(number):
+                return None
+            values.append((number, str(text), int(n)))
+        if len({v for v, _, _ in values}) != len(values):
+            return None
+        values.sort(reverse=descending)
+        rows: list[Any] = []
+        skip = offset
+        for _, text, n in values:
+            if len(rows) >= limit:
+                break
+            if skip >= n:
+                skip -= n
+                continue
+            rows += self._rows_by_id(sa.select(M.c.id).where(*base, self._param_text(name) == text)
+                                     .order_by(M.c.id).offset(skip).limit(limit - len(rows)))
+            skip = 0
+        return Page([decode_stored(r) for r in rows], sum(n for _, _, n in values), offset, limit)
 
     def _sort_keys(self, order_by: str) -> list[Any]:
         if order_by in PAGE_COLUMNS:
@@ -464,11 +537,18 @@ class Store(BaseStore):
         return number, text
 
     def time_histogram(self, run: RunKey, bins: int = 40, *, log: bool = True) -> list[HistogramBin]:
+        """Log-spaced bins add up the run's fine time bins (``run_time_bins``: a few hundred rows, however
+        long the run), their inner edges on the fine grid (1/64 octave) nearest the even split; linear bins,
+        or times not all positive, count the run's successes in one grouped pass."""
         bins = max(1, int(bins))
         where = [*_where(run.problem_id, run.device_id, run.input_id), M.c.time_ms.is_not(None)]
-        low, high = self.db.rows(sa.select(sa.func.min(M.c.time_ms), sa.func.max(M.c.time_ms)).where(*where))[0]
-        if low is None:
+        ends = [self.db.rows(sa.select(M.c.time_ms).where(*where).order_by(key).limit(1))
+                for key in (M.c.time_ms, M.c.time_ms.desc())]
+        if not ends[0]:
             return []
+        low, high = float(ends[0][0][0]), float(ends[1][0][0])
+        if log and low > 0:
+            return self._binned_histogram(run, low, high, bins)
         log = log and low > 0
         lo, hi = (math.log(low), math.log(high)) if log else (float(low), float(high))
         width = (hi - lo) / bins or 1.0
@@ -479,6 +559,19 @@ class Store(BaseStore):
         for j, n in self.db.rows(sa.select(index, sa.func.count()).where(*where).group_by(index)):
             counts[min(bins - 1, max(0, int(j)))] += int(n)
         edges = [low, *(edge(j) for j in range(1, bins)), high]
+        return [HistogramBin(float(edges[j]), float(edges[j + 1]), counts[j]) for j in range(bins)]
+
+    def _binned_histogram(self, run: RunKey, low: float, high: float, bins: int) -> list[HistogramBin]:
+        T = S.run_time_bins
+        fine = BINS_PER_OCTAVE
+        lo, hi = math.log2(low), math.log2(high)
+        width = (hi - lo) / bins or 1.0
+        counts = [0] * bins
+        for g, n in self.db.rows(sa.select(T.c.bin, T.c.n).where(
+                *_count_where(run.problem_id, run.device_id, run.input_id, T), T.c.n > 0)):
+            counts[min(bins - 1, max(0, math.floor((int(g) / fine - lo) / width)))] += int(n)
+        inner = [min(high, max(low, 2.0 ** (math.ceil((lo + j * width) * fine) / fine))) for j in range(1, bins)]
+        edges = [low, *inner, high]
         return [HistogramBin(float(edges[j]), float(edges[j + 1]), counts[j]) for j in range(bins)]
 
     # ------------------------------------------------------------------ summaries
@@ -640,44 +733,58 @@ def _run_where(run: RunKey) -> list[Any]:
 
 
 def _deltas(rows: list[tuple[Any, ...]], before: Mapping[tuple[Any, ...], tuple[str, Any]],
-            replace: bool) -> tuple[Counter, Counter]:
-    """How a chunk changes ``run_counts`` and ``run_time_bins`` (SQLite): new keys count once, replaced ones
-    move from their old status and time bin to the new ones."""
+            replace: bool) -> tuple[Counter, Counter, Counter]:
+    """How a chunk changes ``run_counts``, ``run_time_bins`` and ``run_param_counts`` (SQLite): new keys count
+    once, replaced ones move from their old status and time bin to the new ones (a key names its configuration,
+    so a replaced row's parameters stay what they were)."""
     counts: Counter = Counter()
     bins: Counter = Counter()
+    params: Counter = Counter()
     for row in rows:
         run = row[:3]
         old = before.get((run, row[KEY]))
+        status = row[STATUS]
         if old is None:
-            counts[(*run, row[STATUS])] += 1
+            counts[(*run, status)] += 1
             if row[BIN] is not None:
                 bins[(*run, row[BIN])] += 1
+            params.update((*run, name, type(v), v, status) for name, v in orjson.loads(row[CONFIG]).items())
         elif replace:
-            if old[0] != row[STATUS]:
+            if old[0] != status:
                 counts[(*run, old[0])] -= 1
-                counts[(*run, row[STATUS])] += 1
+                counts[(*run, status)] += 1
+                for name, v in orjson.loads(row[CONFIG]).items():
+                    params[(*run, name, type(v), v, old[0])] -= 1
+                    params[(*run, name, type(v), v, status)] += 1
             if old[1] != row[BIN]:
                 if old[1] is not None:
                     bins[(*run, old[1])] -= 1
                 if row[BIN] is not None:
                     bins[(*run, row[BIN])] += 1
-    return counts, bins
+    texts = Counter()
+    for (d, p, i, name, _, v, status), n in params.items():
+        texts[(d, p, i, name, orjson.dumps(v).decode(), status)] += n
+    return counts, bins, texts
 
 
-def _add_counts(conn: Connection, deltas: tuple[Counter, Counter]) -> None:
-    """Add ``{(device_id, problem_id, input_id, status or time bin): delta}`` to ``run_counts`` and
-    ``run_time_bins`` (SQLite's writer)."""
-    for table, column, changes in (("run_counts", "status", deltas[0]), ("run_time_bins", "bin", deltas[1])):
+_SUMMARIES = (("run_counts", "status"), ("run_time_bins", "bin"), ("run_param_counts", "name, value, status"))
+
+
+def _add_counts(conn: Connection, deltas: tuple[Counter, ...]) -> None:
+    """Add the deltas of :func:`_deltas` to the summary tables (SQLite's writer)."""
+    for (table, columns), changes in zip(_SUMMARIES, deltas, strict=True):
         rows = [(*key, n) for key, n in sorted(changes.items()) if n]
         if rows:
-            conn.exec_driver_sql(f"INSERT INTO {table} (device_id, problem_id, input_id, {column}, n) "
-                                 f"VALUES (?, ?, ?, ?, ?) ON CONFLICT (device_id, problem_id, input_id, {column}) "
+            marks = ", ".join(["?"] * len(rows[0]))
+            conn.exec_driver_sql(f"INSERT INTO {table} (device_id, problem_id, input_id, {columns}, n) "
+                                 f"VALUES ({marks}) ON CONFLICT (device_id, problem_id, input_id, {columns}) "
                                  "DO UPDATE SET n = n + excluded.n", rows)
 
 
-def _count_where(problem_id: int | None, device_id: int | None, input_id: int | None) -> list[Any]:
+def _count_where(problem_id: int | None, device_id: int | None, input_id: int | None,
+                 table: sa.Table = C) -> list[Any]:
     return [column == int(value) for column, value in
-            ((C.c.problem_id, problem_id), (C.c.device_id, device_id), (C.c.input_id, input_id))
+            ((table.c.problem_id, problem_id), (table.c.device_id, device_id), (table.c.input_id, input_id))
             if value is not None]
 
 

@@ -23,6 +23,7 @@ COLUMNS = ("device_id", "problem_id", "input_id", "config_key", "config_hash", "
 """Columns a writer fills, in the order of :func:`encode`'s tuple (``id`` is assigned by the database)."""
 JSON_COLUMNS = frozenset({"config", "samples", "observers"})
 KEY = COLUMNS.index("config_key")
+CONFIG = COLUMNS.index("config")
 HASH = COLUMNS.index("config_hash")
 STATUS = COLUMNS.index("status")
 BIN = COLUMNS.index("time_bin")

@@ -123,6 +123,20 @@ run_time_bins = sa.Table(
 """Successes per (run, fine time bin of 1/64 octave, ``rows.time_bin``): a run's histogram reads a few hundred
 rows here instead of binning millions. Kept like ``run_counts``."""
 
+run_param_counts = sa.Table(
+    "run_param_counts",
+    metadata,
+    sa.Column("device_id", sa.Integer, sa.ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("problem_id", sa.Integer, sa.ForeignKey("problems.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("input_id", sa.Integer, sa.ForeignKey("inputs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("name", sa.String(256), primary_key=True),
+    sa.Column("value", sa.String(256), primary_key=True),  # the value's JSON text, as the config column holds it
+    sa.Column("status", sa.String(32), primary_key=True),
+    sa.Column("n", sa.BigInteger, nullable=False),
+)
+"""Measurements per (run, parameter, value, status): a page filtered by or sorted by a parameter knows its
+total and where each value's rows begin without reading the run. Kept like ``run_counts``."""
+
 TABLE_NAMES = frozenset(metadata.tables)
 
 _RUN = ("device_id", "problem_id", "input_id", "status")
@@ -131,6 +145,10 @@ _COLS = ", ".join(_RUN)
 
 _BIN_COLS = "device_id, problem_id, input_id, time_bin"
 _BIN_KEY = "device_id, problem_id, input_id, bin"
+_PARAM_KEY = "device_id, problem_id, input_id, name, value, status"
+_PARAM_COLS = "r.device_id, r.problem_id, r.input_id, e.key, e.value::text, r.status"
+_SQLITE_VALUE = ("CASE e.type WHEN 'text' THEN json_quote(e.value) WHEN 'true' THEN 'true' WHEN 'false' THEN "
+                 "'false' WHEN 'null' THEN 'null' ELSE CAST(e.value AS TEXT) END")
 
 
 def _pg_side(rows: str, sign: str) -> str:
@@ -139,7 +157,10 @@ def _pg_side(rows: str, sign: str) -> str:
             f"ON CONFLICT ({_COLS}) DO UPDATE SET n = c.n + EXCLUDED.n; "
             f"INSERT INTO run_time_bins AS b ({_BIN_KEY}, n) SELECT {_BIN_COLS}, {sign}count(*) FROM {rows} "
             f"WHERE time_bin IS NOT NULL GROUP BY {_BIN_COLS} ORDER BY {_BIN_COLS} "
-            f"ON CONFLICT ({_BIN_KEY}) DO UPDATE SET n = b.n + EXCLUDED.n;")
+            f"ON CONFLICT ({_BIN_KEY}) DO UPDATE SET n = b.n + EXCLUDED.n; "
+            f"INSERT INTO run_param_counts AS q ({_PARAM_KEY}, n) SELECT {_PARAM_COLS}, {sign}count(*) "
+            f"FROM {rows} r, json_each(r.config) e GROUP BY {_PARAM_COLS} ORDER BY {_PARAM_COLS} "
+            f"ON CONFLICT ({_PARAM_KEY}) DO UPDATE SET n = q.n + EXCLUDED.n;")
 
 
 def _pg_function(name: str, body: str) -> str:
@@ -197,6 +218,14 @@ RECOUNT = (
     f"WHERE time_bin IS NOT NULL GROUP BY {_BIN_COLS}",
 )
 """The summary tables of an upgraded database, counted once from its rows (before the triggers exist)."""
+
+
+def recount(dialect: str) -> tuple[str, ...]:
+    """``RECOUNT`` and the parameter counts, for this dialect."""
+    cols = _PARAM_COLS.replace("e.value::text", _SQLITE_VALUE) if dialect == "sqlite" else _PARAM_COLS
+    return (*RECOUNT, "DELETE FROM run_param_counts",
+            f"INSERT INTO run_param_counts ({_PARAM_KEY}, n) SELECT {cols}, count(*) FROM measurements r, "
+            f"json_each(r.config) e GROUP BY {cols}")
 
 
 def triggers(dialect: str) -> tuple[str, ...]:

@@ -262,7 +262,7 @@ class Database:
                 else:  # create_all leaves an existing table's new indexes to us
                     for index in S.measurements.indexes:
                         index.create(conn, checkfirst=True)
-                for statement in S.RECOUNT:
+                for statement in S.recount(self.dialect):
                     conn.exec_driver_sql(statement)
             for statement in S.triggers(self.dialect):
                 conn.exec_driver_sql(statement)
