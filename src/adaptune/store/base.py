@@ -273,6 +273,14 @@ class BaseStore(abc.ABC):
         """Matching results in order of arrival, fetched ``chunk_size`` at a time (keyset pagination):
         memory stays flat however many match."""
 
+    def iter_records(self, run: RunKey, *, chunk_size: int = DEFAULT_CHUNK) -> Iterator[Record]:
+        """A run's results as fields (``Record``), in order of arrival: what a bulk export writes, without a
+        :class:`Result` each where the store can give the fields directly."""
+        for stored in self.iter_results(run.problem_id, run.device_id, run.input_id, chunk_size=chunk_size):
+            r = stored.result
+            yield (r.config, r.status, r.time_ms, r.samples, r.compile_ms, r.verify_ms, r.benchmark_ms,
+                   r.observers, r.error, r.timestamp)
+
     def results(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                 status: Status | str | None = None) -> list[Result]:
         """Every matching result in a list, in order of arrival. For small selections (one run of a tuning

@@ -330,6 +330,30 @@ class Store(BaseStore):
         for run in self._runs_matching(problem_id, device_id, input_id):
             yield from self._keyset(_where(run.problem_id, run.device_id, run.input_id), status, chunk_size)
 
+    def iter_records(self, run: RunKey, *, chunk_size: int = DEFAULT_CHUNK) -> Iterator[Record]:
+        """Keyset pages of the run's index (one range scan each) read as plain tuples: JSON columns as text,
+        decoded by orjson; no Result, no row objects. Failures' NULL time reads as inf, JSON nulls as NaN."""
+        mark = "?" if self.dialect == "sqlite" else "%s"
+        text = "" if self.dialect == "sqlite" else "::text"
+        query = (f"SELECT id, config{text}, status, time_ms, samples{text}, compile_ms, verify_ms, benchmark_ms, "
+                 f"observers{text}, error, timestamp FROM measurements WHERE problem_id = {mark} AND "
+                 f"device_id = {mark} AND input_id = {mark} AND id > {mark} ORDER BY id LIMIT {int(chunk_size)}")
+        last, loads, inf, nan = 0, orjson.loads, math.inf, math.nan
+        while True:
+            with self.db.read() as conn:
+                rows = conn.exec_driver_sql(query, (int(run.problem_id), int(run.device_id), int(run.input_id),
+                                                    last)).all()
+            for _, config, status, t, samples, c, v, b, observers, error, ts in rows:
+                samples, observers = loads(samples), loads(observers)
+                if None in samples:
+                    samples = [nan if x is None else x for x in samples]
+                if None in observers.values():
+                    observers = {k: (nan if x is None else x) for k, x in observers.items()}
+                yield (loads(config), status, inf if t is None else t, samples, c, v, b, observers, error or "", ts)
+            if len(rows) < chunk_size:
+                return
+            last = rows[-1][0]
+
     def _keyset(self, where: list[Any], status: Status | str | None, chunk_size: int) -> Iterator[StoredResult]:
         if status is not None:
             where = [*where, M.c.status == str(Status(status))]
