@@ -292,10 +292,10 @@ class Store(BaseStore):
         of keys stored without their hash) per batch of keys; a row counts only if its stored key is the key."""
         found: list[Any] = []
         for batch in chunks(dict.fromkeys(keys), LOOKUP_BATCH):
-            match = sa.or_(M.c.config_hash.in_([config_hash(k) for k in batch]),
-                           sa.and_(M.c.config_hash.is_(None), M.c.config_key.in_(batch)))
-            query = sa.select(*columns, M.c.config_key.label("stored_key")).where(
-                *_where(run.problem_id, run.device_id, run.input_id), match)
+            run_where = _where(run.problem_id, run.device_id, run.input_id)
+            query = sa.union_all(*(sa.select(*columns, M.c.config_key.label("stored_key")).where(*run_where, match)
+                                   for match in (M.c.config_hash.in_([config_hash(k) for k in batch]),
+                                                 sa.and_(M.c.config_hash.is_(None), M.c.config_key.in_(batch)))))
             wanted = set(batch)
             found.extend(row for row in self.db.rows(query) if row.stored_key in wanted)
         return found
@@ -478,8 +478,7 @@ class Store(BaseStore):
         if offset + limit > n_ok and n_failed:
             failures = (sa.select(M.c.id).where(*base, M.c.time_ms.is_(None)).order_by(M.c.id)
                         .offset(max(0, offset - n_ok)).limit(limit - len(rows)))
-            # SQLite ties this with ix_m_run (same columns, no statistics); the partial index is the dense one
-            rows += self._rows_by_id(failures.with_hint(M, "INDEXED BY ix_m_failed_run", "sqlite"))
+            rows += self._rows_by_id(failures)  # from ix_m_failed_run alone (covering): the offset walks failures
         return Page([decode_stored(r) for r in rows], n_ok + n_failed, offset, limit)
 
     def _value_counts(self, run: RunKey, name: str, value: Any) -> dict[str, int] | None:

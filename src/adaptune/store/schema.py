@@ -93,9 +93,10 @@ _SUCCEEDED = measurements.c.time_ms.is_not(None)  # a time is stored for success
 sa.Index("ix_m_ok_run", measurements.c.problem_id, measurements.c.device_id, measurements.c.input_id,
          measurements.c.time_ms, sqlite_where=_SUCCEEDED, postgresql_where=_SUCCEEDED)
 _FAILED = measurements.c.time_ms.is_(None)
-# a run's failures in order of arrival (the pages after its successes): small, as failures are few
+# a run's failures in order of arrival (the pages after its successes): small, as failures are few; covering
+# for the ids of a page (with the always-NULL time), which SQLite's planner then takes over ix_m_run
 sa.Index("ix_m_failed_run", measurements.c.problem_id, measurements.c.device_id, measurements.c.input_id,
-         measurements.c.id, sqlite_where=_FAILED, postgresql_where=_FAILED)
+         measurements.c.id, measurements.c.time_ms, sqlite_where=_FAILED, postgresql_where=_FAILED)
 
 run_counts = sa.Table(
     "run_counts",

@@ -116,6 +116,8 @@ class Database:
         if not url.startswith("sqlite"):
             url = engine_url(url)
             options = {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 4}  # a dropped link is replaced
+            if "+psycopg" in url:  # a plan per statement: a plan psycopg prepared while a bulk import's table
+                options["connect_args"] = {"prepare_threshold": None}  # was empty would scan it ever after
         try:
             self.engine: Engine = sa.create_engine(url, echo=echo, json_serializer=dumps,
                                                    json_deserializer=orjson.loads, **options)
