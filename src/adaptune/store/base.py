@@ -36,6 +36,12 @@ Record = tuple[Any, ...]
 verify_ms, benchmark_ms, observers, error, timestamp): what bulk imports hand to ``put_records``."""
 
 
+def record_of(r: Result) -> Record:
+    """The fields of ``r`` as a ``Record`` (``Result(*record)`` gives it back)."""
+    return (r.config, r.status, r.time_ms, r.samples, r.compile_ms, r.verify_ms, r.benchmark_ms, r.observers,
+            r.error, r.timestamp)
+
+
 # ------------------------------------------------------------------------------------------ records
 class RunKey(NamedTuple):
     """One run: (device, problem, input) ids, in the order the write methods take them."""
@@ -277,9 +283,7 @@ class BaseStore(abc.ABC):
         """A run's results as fields (``Record``), in order of arrival: what a bulk export writes, without a
         :class:`Result` each where the store can give the fields directly."""
         for stored in self.iter_results(run.problem_id, run.device_id, run.input_id, chunk_size=chunk_size):
-            r = stored.result
-            yield (r.config, r.status, r.time_ms, r.samples, r.compile_ms, r.verify_ms, r.benchmark_ms,
-                   r.observers, r.error, r.timestamp)
+            yield record_of(stored.result)
 
     def results(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                 status: Status | str | None = None) -> list[Result]:
@@ -319,10 +323,10 @@ class BaseStore(abc.ABC):
              where: Mapping[str, Any] | None = None) -> Page:
         """One page of a run's configurations, sorted and filtered, with the total that match.
 
-        ``order_by``: one of :data:`PAGE_COLUMNS` or a parameter name; failures (no time) sort last either
-        way, ties by id. ``where``: parameter = value filters. Sorting by a parameter or filtering by
-        ``where`` reads the whole run (no index on parameter values); the rest is indexed, and a page deep
-        in the run walks the index up to its offset.
+        ``order_by``: one of :data:`PAGE_COLUMNS` or a parameter name; failures (no time) sort last when
+        sorted by time, ties by id. ``where``: parameter = value filters. Implementations answer the pages
+        a dashboard asks for (by time; by time with one ``where`` value; by a numeric parameter) from
+        per-run summaries and an index range; other combinations may read the whole run.
         """
 
     @abc.abstractmethod

@@ -91,11 +91,11 @@ def export_run(store: BaseStore, run: RunKey, path: str | Path, fmt: ExportForma
             "kernel_name": space.get("kernel_name") or problem.name,
             "problem_size": jsonable(features.get("problem_size", space.get("problem_size"))),
             "objective": space.get("objective", "time")}
-    writers = {"kt": _write_kt, "t4": _write_t4, "csv": None}
-    if fmt not in writers:
-        raise ValueError(f"unknown format {fmt!r}: use one of {sorted(writers)}")
+    writers = {"kt": _write_kt, "t4": _write_t4}
+    if fmt not in (*writers, "csv"):
+        raise ValueError(f"unknown format {fmt!r}: use one of {sorted((*writers, 'csv'))}")
     with _atomic_text(path) as out:
-        if fmt == "csv":
+        if fmt == "csv":  # from the stored fields: the format of bulk exports
             return _write_csv(out, store.iter_records(run), params)
         return writers[fmt](out, _results(store, run), head, params)
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adaptune.records import Result, Status
-from adaptune.store.base import DEFAULT_CHUNK, BaseStore, Record, RunKey
+from adaptune.store.base import DEFAULT_CHUNK, BaseStore, Record, RunKey, record_of
 from adaptune.store.db import Store, chunks, encode_rows
 from adaptune.store.errors import FormatError
 from adaptune.store.jsonstream import JsonStream, Truncated, compression_cut, open_text
 from adaptune.store.kt_cache import EntryReader, kt_header
-from adaptune.store.pipeline import Emit, Forked
+from adaptune.store.pipeline import Forked
 from adaptune.store.recorded import RecordedSpace
 from adaptune.store.sql import is_sqlite_file
 from adaptune.store.t4 import t4_header, t4_result
@@ -162,8 +162,8 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
     run = space.register(store, name)
     report.runs.append(run)
 
-    def read(emit: Emit) -> tuple[int, list[str], dict[str, dict[Any, None]]]:
-        """Decode, validate and (for a SQL store) encode the entries a chunk at a time: ``emit((chunk, offset))``."""
+    def read() -> Generator[tuple[Any, int], None, tuple[int, list[str], dict[str, dict[Any, None]]]]:
+        """Decode, validate and (for a SQL store) encode the entries: (chunk, characters read) at a time."""
         with open_text(path) as text:
             js = JsonStream(text, source)
             _members(js, frozenset({big}))
@@ -171,7 +171,7 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
             if not space.params:
                 items = _noting_values(items, seen)
             for chunk in chunks(items, chunk_size):
-                emit((encode_rows(run, chunk) if isinstance(store, Store) else chunk, js.offset))
+                yield (encode_rows(run, chunk) if isinstance(store, Store) else chunk), js.offset
             cut = compression_cut(text)
             if cut and not report.skipped:  # cut between two entries: what followed is lost, unseen
                 report.skip(f"{cut}; the entries after it are missing")
@@ -231,7 +231,7 @@ def _t4_items(js: JsonStream, names: list[str], scale: float, report: ImportRepo
                                       f"expected {names}")
                 if names:
                     result.config = {n: result.config[n] for n in names}
-                yield _record(result)
+                yield record_of(result)
             except FormatError as exc:
                 report.skip(str(exc))
             i += 1
@@ -239,11 +239,6 @@ def _t4_items(js: JsonStream, names: list[str], scale: float, report: ImportRepo
                 raise FormatError(f"{report.source}: expected ',' or ']' after results[{i - 1}]")
     except Truncated as exc:
         report.skip(f"the file ends inside a result ({exc})")
-
-
-def _record(r: Result) -> Record:
-    return (r.config, r.status, r.time_ms, r.samples, r.compile_ms, r.verify_ms, r.benchmark_ms, r.observers,
-            r.error, r.timestamp)
 
 
 def _noting_values(items: Iterator[Record], seen: dict[str, dict[Any, None]]) -> Iterator[Record]:
@@ -308,7 +303,7 @@ def _import_csv(store: BaseStore, path: Path, name: str | None, chunk_size: int,
                     report.skip(f"line {line}: {len(columns)} columns expected")
                     continue
                 try:
-                    yield _record(_csv_result(row, names, f"line {line}"))
+                    yield record_of(_csv_result(row, names, f"line {line}"))
                 except FormatError as exc:
                     report.skip(str(exc))
                 if progress is not None and line % 10_000 == 0:

@@ -4,37 +4,35 @@ A bulk import is Python work (decoding, validating and encoding entries) then da
 executemany or COPY). Threads cannot overlap the two: the writer releases the GIL once per row and waits to
 get it back from the parser. A forked child that does the Python work and hands over finished chunks does
 overlap them, on two cores; the pipe between the two holds about one chunk, so memory stays a few chunks in
-each process. Where ``fork`` is not available the work runs here, one chunk after the other.
+each process. Where ``fork`` is not available the generator runs here, one chunk after the other.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
-Emit = Callable[[Any], None]
 
 
 class Forked(Generic[T]):
-    """``work(emit)`` run in a forked child: iterating yields what it emits, in order; :attr:`result` is what
-    it returned (after the iteration ends). An exception in the child is raised here at that point; a
-    consumer that stops early ends the child."""
+    """The items of ``make()`` (a generator), produced in a forked child: iterating yields them in order;
+    :attr:`result` is the generator's return value (after the iteration ends). An exception in the child is
+    raised here at that point; a consumer that stops early ends the child."""
 
-    def __init__(self, work: Callable[[Emit], Any]) -> None:
-        self.work = work
+    def __init__(self, make: Callable[[], Generator[T, None, Any]]) -> None:
+        self.make = make
         self.result: Any = None
 
     def __iter__(self) -> Iterator[T]:
-        if "fork" not in multiprocessing.get_all_start_methods():
-            items: list[Any] = []
-            self.result = self.work(items.append)  # no fork (Windows, macOS spawn): in this process
-            yield from items
+        if "fork" not in multiprocessing.get_all_start_methods():  # Windows: here, one chunk at a time
+            self.result = yield from self.make()
             return
-        receiver, sender = multiprocessing.get_context("fork").Pipe(duplex=False)
-        child = multiprocessing.get_context("fork").Process(target=_run, args=(self.work, sender), daemon=True)
+        context = multiprocessing.get_context("fork")
+        receiver, sender = context.Pipe(duplex=False)
+        child = context.Process(target=_run, args=(self.make, sender), daemon=True)
         child.start()
         sender.close()
         try:
@@ -58,10 +56,16 @@ class Forked(Generic[T]):
             child.join()
 
 
-def _run(work: Callable[[Emit], Any], sender: Any) -> None:
+def _run(make: Callable[[], Generator[Any, None, Any]], sender: Any) -> None:
     try:
-        result = work(lambda item: sender.send(("item", item)))
-        sender.send(("done", result))
+        items = make()
+        while True:
+            try:
+                item = next(items)
+            except StopIteration as end:
+                sender.send(("done", end.value))
+                break
+            sender.send(("item", item))
     except BrokenPipeError:  # the consumer stopped: nothing to tell it
         pass
     except BaseException as exc:  # handed to the consumer, raised there
