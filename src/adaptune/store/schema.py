@@ -98,43 +98,32 @@ _FAILED = measurements.c.time_ms.is_(None)
 sa.Index("ix_m_failed_run", measurements.c.problem_id, measurements.c.device_id, measurements.c.input_id,
          measurements.c.id, measurements.c.time_ms, sqlite_where=_FAILED, postgresql_where=_FAILED)
 
-run_counts = sa.Table(
-    "run_counts",
-    metadata,
-    sa.Column("device_id", sa.Integer, sa.ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("problem_id", sa.Integer, sa.ForeignKey("problems.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("input_id", sa.Integer, sa.ForeignKey("inputs.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("status", sa.String(32), primary_key=True),
-    sa.Column("n", sa.BigInteger, nullable=False),
-)
+def _per_run(name: str, *key: sa.Column) -> sa.Table:
+    """A summary table: a count ``n`` per run and ``key``, kept by the writers (triggers on PostgreSQL)."""
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("device_id", sa.Integer, sa.ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("problem_id", sa.Integer, sa.ForeignKey("problems.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("input_id", sa.Integer, sa.ForeignKey("inputs.id", ondelete="CASCADE"), primary_key=True),
+        *key,
+        sa.Column("n", sa.BigInteger, nullable=False),
+    )
+
+
+run_counts = _per_run("run_counts", sa.Column("status", sa.String(32), primary_key=True))
 """Measurements per (run, status): counts, run listings and summaries read a few rows here instead of
 counting millions. PostgreSQL keeps it with statement triggers (``POSTGRES_TRIGGERS``: exact under
 concurrent writers); on SQLite, whose writers hold the one write lock, the store's writer adjusts it in the
 same transaction (a row trigger there halves the import rate)."""
 
-run_time_bins = sa.Table(
-    "run_time_bins",
-    metadata,
-    sa.Column("device_id", sa.Integer, sa.ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("problem_id", sa.Integer, sa.ForeignKey("problems.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("input_id", sa.Integer, sa.ForeignKey("inputs.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("bin", sa.Integer, primary_key=True),
-    sa.Column("n", sa.BigInteger, nullable=False),
-)
+run_time_bins = _per_run("run_time_bins", sa.Column("bin", sa.Integer, primary_key=True))
 """Successes per (run, fine time bin of 1/64 octave, ``rows.time_bin``): a run's histogram reads a few hundred
 rows here instead of binning millions. Kept like ``run_counts``."""
 
-run_param_counts = sa.Table(
-    "run_param_counts",
-    metadata,
-    sa.Column("device_id", sa.Integer, sa.ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("problem_id", sa.Integer, sa.ForeignKey("problems.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("input_id", sa.Integer, sa.ForeignKey("inputs.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("name", sa.String(256), primary_key=True),
-    sa.Column("value", sa.String(256), primary_key=True),  # the value's JSON text, as the config column holds it
-    sa.Column("status", sa.String(32), primary_key=True),
-    sa.Column("n", sa.BigInteger, nullable=False),
-)
+run_param_counts = _per_run("run_param_counts", sa.Column("name", sa.Text, primary_key=True),
+                            sa.Column("value", sa.Text, primary_key=True),  # JSON text, as in config
+                            sa.Column("status", sa.String(32), primary_key=True))
 """Measurements per (run, parameter, value, status): a page filtered by or sorted by a parameter knows its
 total and where each value's rows begin without reading the run. Kept like ``run_counts``."""
 
