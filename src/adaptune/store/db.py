@@ -16,9 +16,10 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import islice
+from itertools import islice, repeat
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import sqlalchemy as sa
@@ -88,10 +89,46 @@ def _spill(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return (*row[:HASH], None, *row[HASH + 1:])
 
 
-def encode_rows(run: RunKey, records: Iterable[Record]) -> list[tuple[Any, ...]]:
+class Encoded(NamedTuple):
+    """A chunk of database rows and what their parameters add to ``run_param_counts`` were every row new:
+    counted where the rows were encoded (a bulk import's reader process), from the configurations at hand."""
+
+    rows: list[tuple[Any, ...]]
+    params: Counter
+
+
+def encode_rows(run: RunKey, records: Iterable[Record]) -> Encoded:
     """The database rows of ``records`` in ``run`` (plain tuples: they pickle, for a reader in another process)."""
     run = RunKey(*(int(x) for x in run))
-    return [encode_fields(run, *r) for r in records]
+    records = list(records)
+    return Encoded([encode_fields(run, *r) for r in records],
+                   _param_counts(run, [(r[0], str(r[1])) for r in records]))
+
+
+def _param_counts(run: tuple[Any, ...], configs: list[tuple[Mapping[str, Any], str]]) -> Counter:
+    """``{(device, problem, input, name, value as JSON text, status): n}`` of (configuration, status) pairs:
+    a column at a time through ``Counter``'s C loop where the configurations share their parameters."""
+    by_status: dict[str, list[Mapping[str, Any]]] = {}
+    for config, status in configs:
+        by_status.setdefault(status, []).append(config)
+    counted: Counter = Counter()
+    try:
+        for status, group in by_status.items():
+            names = tuple(group[0])
+            if all(tuple(c) == names for c in group):
+                for name in names:
+                    column = list(map(itemgetter(name), group))
+                    counted.update(zip(repeat(name), map(type, column), column, repeat(status)))
+            else:
+                counted.update((name, type(v), v, status) for c in group for name, v in c.items())
+        found = ((name, orjson.dumps(v).decode(), status, n) for (name, _, v, status), n in counted.items())
+    except TypeError:  # unhashable values (lists, objects): counted by their text
+        found = ((name, text, status, 1) for config, status in configs
+                 for name, text in ((k, orjson.dumps(v).decode()) for k, v in config.items()))
+    texts: Counter = Counter()
+    for name, text, status, n in found:
+        texts[(*run, name, text, status)] += n
+    return texts
 
 
 def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -166,7 +203,8 @@ class Store(BaseStore):
                                    {"features": jsonable(dict(features or {}))}, update_extra=features is not None)
 
     # ------------------------------------------------------------------ writes
-    def _write_rows(self, conn: Connection, rows: list[tuple[Any, ...]], replace: bool) -> None:
+    def _write_rows(self, conn: Connection, rows: list[tuple[Any, ...]], replace: bool,
+                    params: Counter | None) -> None:
         """One chunk of encoded rows (distinct keys) in the open transaction: hash collisions resolved against
         the stored keys, then COPY on psycopg, else executemany; on SQLite the summary tables follow here."""
         rows, spilled, before = self._resolve(conn, rows)
@@ -176,7 +214,7 @@ class Store(BaseStore):
                     conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['%s'] * len(COLUMNS))}) "
                                          f"{_upsert(conflict, replace)}", part)
             return
-        deltas = _deltas(rows + spilled, before, replace)
+        deltas = _deltas(rows + spilled, before, replace, params)
         for part, conflict in ((rows, _BY_HASH), (spilled, _BY_KEY)):
             if part:
                 conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['?'] * len(COLUMNS))}) "
@@ -225,17 +263,20 @@ class Store(BaseStore):
                         before[(run, key)] = by_key[key]
         return keep, spilled, before
 
-    def _commit_chunk(self, rows: list[tuple[Any, ...]], replace: bool) -> int:
+    def _commit_chunk(self, rows: list[tuple[Any, ...]], replace: bool, params: Counter | None = None) -> int:
+        """``params``: the rows' parameter counts from ``encode_rows`` (else counted here, where needed)."""
         by_key = {(row[:3], row[KEY]): row for row in rows}  # the last wins: PostgreSQL refuses a key
         distinct: list[tuple[Any, ...]] = []                    # twice in one statement
         hashes: dict[tuple[Any, ...], str] = {}
         for (run, key), row in by_key.items():  # two keys of one hash in the chunk: the second by key
             taken = hashes.setdefault((run, row[HASH]), key)
             distinct.append(row if taken == key else _spill(row))
+        if len(distinct) < len(rows):  # a key twice in the chunk: counted again from the rows kept
+            params = None
 
         def once() -> None:
             with self.db.write() as conn:
-                self._write_rows(conn, distinct, replace)
+                self._write_rows(conn, distinct, replace, params)
 
         if distinct:
             self.db.transact(once)
@@ -257,9 +298,9 @@ class Store(BaseStore):
         return sum(self.put_encoded(encode_rows(run, chunk), replace=replace)
                    for chunk in chunks(records, chunk_size))
 
-    def put_encoded(self, rows: list[tuple[Any, ...]], *, replace: bool = True) -> int:
-        """One chunk of rows from :func:`encode_rows` (made in this process or another) in one transaction."""
-        return self._commit_chunk(rows, replace)
+    def put_encoded(self, chunk: Encoded, *, replace: bool = True) -> int:
+        """One chunk from :func:`encode_rows` (made in this process or another) in one transaction."""
+        return self._commit_chunk(chunk.rows, replace, chunk.params)
 
     def delete(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                status: Status | str | None = None) -> int:
@@ -755,14 +796,15 @@ def _run_where(run: RunKey) -> list[Any]:
     return [M.c.problem_id == run.problem_id, M.c.device_id == run.device_id, M.c.input_id == run.input_id]
 
 
-def _deltas(rows: list[tuple[Any, ...]], before: Mapping[tuple[Any, ...], tuple[str, Any]],
-            replace: bool) -> tuple[Counter, Counter, Counter]:
+def _deltas(rows: list[tuple[Any, ...]], before: Mapping[tuple[Any, ...], tuple[str, Any]], replace: bool,
+            params: Counter | None) -> tuple[Counter, Counter, Counter]:
     """How a chunk changes ``run_counts``, ``run_time_bins`` and ``run_param_counts`` (SQLite): new keys count
     once, replaced ones move from their old status and time bin to the new ones (a key names its configuration,
-    so a replaced row's parameters stay what they were)."""
+    so a replaced row's parameters stay what they were). ``params`` (the chunk's parameter counts were every
+    row new) is corrected by the rows that were stored; without it the new rows are counted here."""
     counts: Counter = Counter()
     bins: Counter = Counter()
-    params: Counter = Counter()
+    added: list[tuple[Any, ...]] = []  # (run, configuration text, status, sign) to count here
     for row in rows:
         run = row[:3]
         old = before.get((run, row[KEY]))
@@ -771,22 +813,29 @@ def _deltas(rows: list[tuple[Any, ...]], before: Mapping[tuple[Any, ...], tuple[
             counts[(*run, status)] += 1
             if row[BIN] is not None:
                 bins[(*run, row[BIN])] += 1
-            params.update((*run, name, type(v), v, status) for name, v in orjson.loads(row[CONFIG]).items())
-        elif replace:
-            if old[0] != status:
-                counts[(*run, old[0])] -= 1
-                counts[(*run, status)] += 1
-                for name, v in orjson.loads(row[CONFIG]).items():
-                    params[(*run, name, type(v), v, old[0])] -= 1
-                    params[(*run, name, type(v), v, status)] += 1
-            if old[1] != row[BIN]:
-                if old[1] is not None:
-                    bins[(*run, old[1])] -= 1
-                if row[BIN] is not None:
-                    bins[(*run, row[BIN])] += 1
-    texts = Counter()
-    for (d, p, i, name, _, v, status), n in params.items():
-        texts[(d, p, i, name, orjson.dumps(v).decode(), status)] += n
+            if params is None:
+                added.append((run, row[CONFIG], status, 1))
+            continue
+        if params is not None:  # counted as new where encoded: it was not
+            added.append((run, row[CONFIG], status, -1))
+        if replace and old[0] != status:
+            counts[(*run, old[0])] -= 1
+            counts[(*run, status)] += 1
+            added += [(run, row[CONFIG], old[0], -1), (run, row[CONFIG], status, 1)]
+        if replace and old[1] != row[BIN]:
+            if old[1] is not None:
+                bins[(*run, old[1])] -= 1
+            if row[BIN] is not None:
+                bins[(*run, row[BIN])] += 1
+    texts: Counter = Counter(params or {})
+    for sign in (1, -1):
+        by_run: dict[tuple[Any, ...], list[tuple[Mapping[str, Any], str]]] = {}
+        for run, config, status, s in added:
+            if s == sign:
+                by_run.setdefault(run, []).append((orjson.loads(config), status))
+        for run, configs in by_run.items():
+            for key, n in _param_counts(run, configs).items():
+                texts[key] += sign * n
     return counts, bins, texts
 
 
