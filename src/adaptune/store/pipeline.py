@@ -32,7 +32,7 @@ class Forked(Generic[T]):
             return
         context = multiprocessing.get_context("fork")
         receiver, sender = context.Pipe(duplex=False)
-        child = context.Process(target=_run, args=(self.make, sender), daemon=True)
+        child = context.Process(target=_run, args=(self.make, sender, receiver), daemon=True)
         child.start()
         sender.close()
         try:
@@ -56,7 +56,8 @@ class Forked(Generic[T]):
             child.join()
 
 
-def _run(make: Callable[[], Generator[Any, None, Any]], sender: Any) -> None:
+def _run(make: Callable[[], Generator[Any, None, Any]], sender: Any, receiver: Any) -> None:
+    receiver.close()  # the parent's end: with it closed here, a parent that dies breaks the pipe and ends us
     try:
         items = make()
         while True:
