@@ -4,6 +4,7 @@ test wrote, never read back from the store under test."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
@@ -13,6 +14,7 @@ import sqlalchemy as sa
 
 from adaptune.records import DeviceInfo, Result, Status
 from adaptune.store import BaseStore, RunKey, Store, config_key
+from adaptune.store.codec import config_hash
 from adaptune.store.db import LOOKUP_BATCH, MEMORY
 
 GPU = DeviceInfo(name="GPU A", platform="test", driver="1")
@@ -262,7 +264,7 @@ def test_counts_match_the_rows_after_mixed_writes(store):
     statuses = [Status.OK, Status.TIMEOUT, Status.COMPILE_ERROR]
     for _ in range(12):
         run = rng.choice(runs)
-        batch = [Result(config={"x": rng.randrange(30)}, status=(s := rng.choice(statuses)),
+        batch = [Result(config={"x": (x := rng.randrange(30)), "k": "ab"[x % 2]}, status=(s := rng.choice(statuses)),
                         time_ms=rng.uniform(1, 2) if s == Status.OK else math.inf) for _ in range(rng.randrange(1, 20))]
         store.put_stream(run, batch, chunk_size=rng.choice([3, 50]), replace=rng.random() < 0.7)
         if rng.random() < 0.2:
@@ -272,10 +274,100 @@ def test_counts_match_the_rows_after_mixed_writes(store):
         truth = {(int(d), int(p), int(i), s): int(n) for d, p, i, s, n in conn.execute(sa.text(
             "SELECT device_id, problem_id, input_id, status, count(*) FROM measurements "
             "GROUP BY device_id, problem_id, input_id, status"))}
+        rows = conn.execute(sa.text("SELECT device_id, problem_id, input_id, status, time_ms, "
+                                    "CAST(config AS TEXT) FROM measurements")).all()
+        bins = {tuple(r[:4]): int(r[4]) for r in conn.execute(sa.text("SELECT * FROM run_time_bins WHERE n <> 0"))}
+        params = {tuple(r[:6]): int(r[6]) for r in conn.execute(sa.text(
+            "SELECT device_id, problem_id, input_id, name, value, status, n FROM run_param_counts WHERE n <> 0"))}
     for run in runs:
         expected = {s: n for (d, p, i, s), n in truth.items() if (d, p, i) == tuple(run)}
         assert store.status_counts(run.problem_id, run.device_id, run.input_id) == expected
         assert {s.run: s.counts for s in store.runs()}.get(run, {}) == expected
+    # the time bins and the parameter counts, against the rows themselves
+    expected_bins, expected_params = {}, {}
+    for d, p, i, status, t, config in rows:
+        if t is not None:
+            key = (d, p, i, math.floor(math.log2(t) * 64))
+            expected_bins[key] = expected_bins.get(key, 0) + 1
+        for name, value in json.loads(config).items():
+            key = (d, p, i, name, json.dumps(value), status)
+            expected_params[key] = expected_params.get(key, 0) + 1
+    assert bins == expected_bins and params == expected_params
+
+
+def test_fast_pages_agree_with_sorting_every_row(store):
+    """Pages by a parameter value and by a numeric parameter (answered from the summary tables and an index
+    walk) list exactly what sorting all of the run's rows lists, at every offset, status and direction."""
+    rng = random.Random(3)
+    run = store.run(GPU, "pages", "h", "i")
+    stored = {}
+    for _ in range(3):  # writes, rewrites with other statuses, a delete: the summaries must follow
+        batch = []
+        for _ in range(60):
+            x = rng.randrange(40)
+            t = None if rng.random() < 0.3 else round(rng.uniform(1, 50), 3)
+            batch.append(ok({"x": x, "b": [16, 32, 64][x % 3], "k": "pq"[x % 2]}, t) if t is not None
+                         else failed({"x": x, "b": [16, 32, 64][x % 3], "k": "pq"[x % 2]}))
+        store.put_stream(run, batch, chunk_size=25)
+    store.delete(status=Status.COMPILE_ERROR, input_id=run.input_id)
+    for r in store.iter_results(run.problem_id, run.device_id, run.input_id):
+        stored[r.result.config["x"]] = (r.id, r.result)
+    rows = sorted(stored.values())
+
+    def expect(filter_=None, status=None, by=None, descending=False):
+        chosen = [(i, r) for i, r in rows if (status is None or str(r.status) == status)
+                  and (filter_ is None or all(r.config[k] == v for k, v in filter_.items()))]
+        if by is None:
+            oks = sorted(((r.time_ms, i) for i, r in chosen if r.ok), key=lambda p: ((-p[0] if descending
+                                                                                    else p[0]), p[1]))
+            return [i for _, i in oks] + [i for i, r in chosen if not r.ok]
+        return [i for i, r in sorted(chosen, key=lambda p: ((-1 if descending else 1) * p[1].config[by], p[0]))]
+
+    for offset, limit in ((0, 7), (5, 30), (20, 50), (38, 4)):
+        for status in (None, "ok"):
+            page = store.page(run, offset=offset, limit=limit, where={"k": "p"}, status=status)
+            want = expect({"k": "p"}, status)
+            assert page.total == len(want) and [s.id for s in page.rows] == want[offset:offset + limit]
+            for descending in (False, True):
+                page = store.page(run, offset=offset, limit=limit, order_by="b", status=status, descending=descending)
+                want = expect(None, status, "b", descending)
+                assert page.total == len(want) and [s.id for s in page.rows] == want[offset:offset + limit]
+    assert store.page(run, where={"k": "nothing"}).total == 0
+
+
+def test_log_histogram_counts_agree_with_its_edges(store):
+    """Bins from the stored fine bins: every success in exactly one bin, by the edges the bins report."""
+    rng = random.Random(5)
+    times = [round(10 ** rng.uniform(-2, 3), 6) for _ in range(300)] + [None] * 5
+    run = fill(store, times)
+    bins = store.time_histogram(run, bins=17)
+    assert len(bins) == 17 and all(a.high == b.low for a, b in zip(bins, bins[1:], strict=False))
+    for j, b in enumerate(bins):
+        inside = [t for t in times if t is not None and b.low <= t and (t < b.high or j == len(bins) - 1)]
+        assert b.count == len(inside)
+
+
+def test_a_hash_collision_keeps_both_configurations(store, monkeypatch):
+    """Two configurations whose 64-bit hashes agree (injected: no real pair is known) are both kept, found,
+    replaced and counted by their keys, whichever was stored first, in one chunk or in two."""
+    import adaptune.store.db as db_module
+    import adaptune.store.rows as rows_module
+
+    same = {config_key({"x": 1}), config_key({"x": 2}), config_key({"x": 5}), config_key({"x": 6})}
+    colliding = lambda key: 7 if key in same else config_hash(key)  # noqa: E731
+    monkeypatch.setattr(rows_module, "config_hash", colliding)
+    monkeypatch.setattr(db_module, "config_hash", colliding)
+    run = store.run(GPU, "collide", "h", "i")
+    store.put(*run, ok({"x": 1}, 5.0))
+    store.put_many(*run, [ok({"x": 2}, 3.0), ok({"x": 3}, 4.0), ok({"x": 5}, 1.0), ok({"x": 6}, 2.0)])
+    assert store.count() == 5 and store.get(*run, {"x": 2}).time_ms == 3.0 and store.get(*run, {"x": 1}).time_ms == 5.0
+    store.put(*run, failed({"x": 2}))  # replaced by its key, not x=1's row
+    store.put(*run, ok({"x": 1}, 4.5))
+    assert store.count() == 5 and store.get(*run, {"x": 1}).time_ms == 4.5 and not store.get(*run, {"x": 2}).ok
+    assert store.stored_keys(run, [{"x": 1}, {"x": 2}, {"x": 4}, {"x": 6}]) == {
+        config_key({"x": 1}), config_key({"x": 2}), config_key({"x": 6})}
+    assert store.status_counts() == {"ok": 4, "compile_error": 1}
+    assert [s.result.config["x"] for s in store.page(run).rows] == [5, 6, 3, 1, 2]
 
 
 def test_version_1_database_is_migrated(tmp_path):
@@ -312,3 +404,8 @@ def test_version_1_database_is_migrated(tmp_path):
         assert math.isinf(store.get(1, 1, 1, {"x": 2}).time_ms)
         store.put(1, 1, 1, ok({"x": 3}, 1.0))
         assert store.count() == 3 and store.best(1, 1, 1).config == {"x": 3}
+        run = RunKey(1, 1, 1)  # the summaries of the new version, counted from the old rows
+        assert store.page(run, where={"x": 2}).total == 1 and store.page(run, order_by="x").rows[0].id == 1
+        assert [b.count for b in store.time_histogram(run, bins=2)] == [1, 1]
+        store.put(1, 1, 1, ok({"x": 1}, 3.0))  # found by its hash, computed by the upgrade
+        assert store.count() == 3

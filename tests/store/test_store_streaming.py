@@ -163,8 +163,10 @@ def test_killed_import_leaves_a_consistent_store_and_the_rerun_completes_it(tmp_
                 except sqlite3.OperationalError:  # the schema is being created
                     rows = 0
         assert proc.poll() is None, "the import finished before it could be killed"
+        readers = _children(proc.pid)  # the reader process the import forks
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
+        assert _gone(readers), "the reader process outlived the killed import"
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -204,3 +206,30 @@ def test_cli_reports_truncation_and_refuses_foreign_or_corrupt_databases_in_one_
             assert result.returncode == 2, result.stderr
             assert len(result.stderr.strip().splitlines()) == 1, result.stderr
             assert str(db) in result.stderr and cause in result.stderr and "Traceback" not in result.stderr
+
+
+def _children(pid: int) -> list[int]:
+    """Child process ids (Linux's /proc; empty where there is none)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _gone(pids: list[int], timeout: float = 15.0) -> bool:
+    """Whether these processes ended within ``timeout`` seconds (those still running are killed)."""
+    deadline = time.monotonic() + timeout
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if Path(f"/proc/{p}").exists() and "Z" not in _state(p)]
+        time.sleep(0.1)
+    for p in alive:
+        os.kill(p, signal.SIGKILL)
+    return not alive
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "Z"

@@ -31,6 +31,17 @@ DEFAULT_CHUNK = 10_000
 """Rows per transaction (writes) and per round trip (streaming reads): bounded memory, few commits."""
 
 
+Record = tuple[Any, ...]
+"""A result given by its fields in :class:`Result`'s order (config, status, time_ms, samples, compile_ms,
+verify_ms, benchmark_ms, observers, error, timestamp): what bulk imports hand to ``put_records``."""
+
+
+def record_of(r: Result) -> Record:
+    """The fields of ``r`` as a ``Record`` (``Result(*record)`` gives it back)."""
+    return (r.config, r.status, r.time_ms, r.samples, r.compile_ms, r.verify_ms, r.benchmark_ms, r.observers,
+            r.error, r.timestamp)
+
+
 # ------------------------------------------------------------------------------------------ records
 class RunKey(NamedTuple):
     """One run: (device, problem, input) ids, in the order the write methods take them."""
@@ -232,6 +243,12 @@ class BaseStore(abc.ABC):
         already stored (an import that must not overwrite newer measurements). Returns rows written.
         """
 
+    def put_records(self, run: RunKey, records: Iterable[Record], *, chunk_size: int = DEFAULT_CHUNK,
+                    replace: bool = True) -> int:
+        """:meth:`put_stream` of results given by their fields (``Record``): a store may write them without
+        building a :class:`Result` each (bulk imports of millions of entries)."""
+        return self.put_stream(run, (Result(*r) for r in records), chunk_size=chunk_size, replace=replace)
+
     @abc.abstractmethod
     def delete(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                status: Status | str | None = None) -> int:
@@ -261,6 +278,12 @@ class BaseStore(abc.ABC):
                      chunk_size: int = DEFAULT_CHUNK) -> Iterator[StoredResult]:
         """Matching results in order of arrival, fetched ``chunk_size`` at a time (keyset pagination):
         memory stays flat however many match."""
+
+    def iter_records(self, run: RunKey, *, chunk_size: int = DEFAULT_CHUNK) -> Iterator[Record]:
+        """A run's results as fields (``Record``), in order of arrival: what a bulk export writes, without a
+        :class:`Result` each where the store can give the fields directly."""
+        for stored in self.iter_results(run.problem_id, run.device_id, run.input_id, chunk_size=chunk_size):
+            yield record_of(stored.result)
 
     def results(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                 status: Status | str | None = None) -> list[Result]:
@@ -300,10 +323,10 @@ class BaseStore(abc.ABC):
              where: Mapping[str, Any] | None = None) -> Page:
         """One page of a run's configurations, sorted and filtered, with the total that match.
 
-        ``order_by``: one of :data:`PAGE_COLUMNS` or a parameter name; failures (no time) sort last either
-        way, ties by id. ``where``: parameter = value filters. Sorting by a parameter or filtering by
-        ``where`` reads the whole run (no index on parameter values); the rest is indexed, and a page deep
-        in the run walks the index up to its offset.
+        ``order_by``: one of :data:`PAGE_COLUMNS` or a parameter name; failures (no time) sort last when
+        sorted by time, ties by id. ``where``: parameter = value filters. Implementations answer the pages
+        a dashboard asks for (by time; by time with one ``where`` value; by a numeric parameter) from
+        per-run summaries and an index range; other combinations may read the whole run.
         """
 
     @abc.abstractmethod

@@ -6,6 +6,7 @@ the same configuration written from a dict in any key order, with Python or NumP
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Mapping
@@ -54,3 +55,21 @@ def dumps(obj: Any) -> str:
 def config_key(config: Mapping[str, Any]) -> str:
     """Canonical identity of a configuration: JSON with sorted keys and no whitespace."""
     return json.dumps(jsonable(dict(config)), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+BINS_PER_OCTAVE = 64
+"""Resolution of the stored time bins (``time_bin``): 1/64 of a doubling, about 1.1 %."""
+
+
+def config_hash(key: str) -> int:
+    """The 64-bit identity of a configuration key in its run: the first 8 bytes of its MD5, signed (PostgreSQL
+    computes the same with ``('x' || left(md5(key), 16))::bit(64)::bigint``). Not a security property: a
+    collision is detected by the stored key and handled (``schema.py``)."""
+    return int.from_bytes(hashlib.md5(key.encode()).digest()[:8], "big", signed=True)
+
+
+def time_bin(time_ms: float | None) -> int | None:
+    """The fine log-spaced bin of a successful time (``floor(log2(t) * BINS_PER_OCTAVE)``); None without one."""
+    if time_ms is None or not 0.0 < time_ms < math.inf:
+        return None
+    return math.floor(math.log2(time_ms) * BINS_PER_OCTAVE)

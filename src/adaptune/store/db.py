@@ -16,9 +16,10 @@ import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import islice
+from itertools import islice, repeat
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import sqlalchemy as sa
@@ -37,6 +38,7 @@ from adaptune.store.base import (
     Page,
     ProblemInfo,
     ProblemRow,
+    Record,
     RunKey,
     RunSummary,
     StoredResult,
@@ -44,17 +46,21 @@ from adaptune.store.base import (
     TrajectoryPoint,
     finite_or_inf,
 )
-from adaptune.store.codec import jsonable
+from adaptune.store.codec import BINS_PER_OCTAVE, config_hash, jsonable
 from adaptune.store.errors import StoreError
 from adaptune.store.rows import (
+    BIN,
     COLUMNS,
+    CONFIG,
+    HASH,
     JSON_COLUMNS,
-    KEY_COLUMNS,
+    KEY,
+    STATUS,
     decode,
     decode_stored,
     encode,
+    encode_fields,
     fast_config_key,
-    row_key,
 )
 from adaptune.store.sql import MEMORY, Database, engine_url, is_sqlite_file
 
@@ -63,13 +69,70 @@ C = S.run_counts
 LOOKUP_BATCH = 500
 """Config keys per ``IN (...)`` lookup: well under every driver's limit on bound parameters."""
 _OK = str(Status.OK)
-_STATUS = COLUMNS.index("status")
 _INSERT = f"INSERT INTO measurements ({', '.join(COLUMNS)}) "
-_UPDATE_SET = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c not in KEY_COLUMNS)
-_CONFLICT = f"ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO "
+_IDENTITY = ("device_id", "problem_id", "input_id", "config_key", "config_hash")
+_UPDATE_SET = ", ".join(f"{c} = excluded.{c}" for c in COLUMNS if c not in _IDENTITY)
+_BY_HASH = "ON CONFLICT (device_id, problem_id, input_id, config_hash) "
+_BY_KEY = "ON CONFLICT (device_id, problem_id, input_id, config_key) WHERE config_hash IS NULL "
 
 
-def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+def _upsert(conflict: str, replace: bool) -> str:
+    """The conflict clause of a chunk's insert; a hash's row is replaced only by its own key (a concurrent
+    writer's colliding key, which the check in ``_resolve`` cannot see, leaves the stored row alone)."""
+    if not replace:
+        return conflict + "DO NOTHING"
+    return f"{conflict}DO UPDATE SET {_UPDATE_SET} WHERE measurements.config_key = excluded.config_key"
+
+
+def _spill(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``row`` stored by its key, with a NULL hash (its hash is another configuration's in the run)."""
+    return (*row[:HASH], None, *row[HASH + 1:])
+
+
+class Encoded(NamedTuple):
+    """A chunk of database rows and what their parameters add to ``run_param_counts`` were every row new:
+    counted where the rows were encoded (a bulk import's reader process), from the configurations at hand."""
+
+    rows: list[tuple[Any, ...]]
+    params: Counter
+
+
+def encode_rows(run: RunKey, records: Iterable[Record]) -> Encoded:
+    """The database rows of ``records`` in ``run`` (plain tuples: they pickle, for a reader in another process)."""
+    run = RunKey(*(int(x) for x in run))
+    records = list(records)
+    return Encoded([encode_fields(run, *r) for r in records],
+                   _param_counts(run, [(r[0], str(r[1])) for r in records]))
+
+
+def _param_counts(run: tuple[Any, ...], configs: list[tuple[Mapping[str, Any], str]]) -> Counter:
+    """``{(device, problem, input, name, value as JSON text, status): n}`` of (configuration, status) pairs:
+    a column at a time through ``Counter``'s C loop where the configurations share their parameters."""
+    by_status: dict[str, list[Mapping[str, Any]]] = {}
+    for config, status in configs:
+        by_status.setdefault(status, []).append(config)
+    counted: Counter = Counter()
+    try:
+        for status, group in by_status.items():
+            names = tuple(group[0])
+            if all(tuple(c) == names for c in group):
+                for name in names:
+                    column = list(map(itemgetter(name), group))
+                    counted.update(zip(repeat(name), map(type, column), column, repeat(status)))
+            else:
+                counted.update((name, type(v), v, status) for c in group for name, v in c.items())
+        found = ((name, orjson.dumps(v).decode(), status, n) for (name, _, v, status), n in counted.items())
+    except TypeError:  # unhashable values (lists, objects): counted by their text
+        found = ((name, text, status, 1) for config, status in configs
+                 for name, text in ((k, orjson.dumps(v).decode()) for k, v in config.items()))
+    texts: Counter = Counter()
+    for name, text, status, n in found:
+        texts[(*run, name, text, status)] += n
+    return texts
+
+
+def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    """``items`` as lists of ``size`` (the last one shorter)."""
     it = iter(items)
     while chunk := list(islice(it, size)):
         yield chunk
@@ -140,49 +203,80 @@ class Store(BaseStore):
                                    {"features": jsonable(dict(features or {}))}, update_extra=features is not None)
 
     # ------------------------------------------------------------------ writes
-    def _write_rows(self, conn: Connection, rows: list[tuple[Any, ...]], replace: bool) -> None:
-        """One chunk of encoded rows (distinct keys) in the open transaction: COPY on psycopg, else executemany."""
-        action = "UPDATE SET " + _UPDATE_SET if replace else "NOTHING"
-        if self.dialect == "postgresql":  # run_counts follows by statement trigger
-            if not _copy_rows(conn, rows, _CONFLICT + action):
-                marks = ", ".join(["%s"] * len(COLUMNS))
-                conn.exec_driver_sql(f"{_INSERT}VALUES ({marks}) {_CONFLICT}{action}", rows)
+    def _write_rows(self, conn: Connection, rows: list[tuple[Any, ...]], replace: bool,
+                    params: Counter | None) -> None:
+        """One chunk of encoded rows (distinct keys) in the open transaction: hash collisions resolved against
+        the stored keys, then COPY on psycopg, else executemany; on SQLite the summary tables follow here."""
+        rows, spilled, before = self._resolve(conn, rows)
+        if self.dialect == "postgresql":  # run_counts and run_time_bins follow by statement trigger
+            for part, conflict in ((rows, _BY_HASH), (spilled, _BY_KEY)):
+                if part and not _copy_rows(conn, part, _upsert(conflict, replace)):
+                    conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['%s'] * len(COLUMNS))}) "
+                                         f"{_upsert(conflict, replace)}", part)
             return
-        deltas = self._count_deltas(conn, rows, replace)
-        conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['?'] * len(COLUMNS))}) {_CONFLICT}{action}", rows)
+        deltas = _deltas(rows + spilled, before, replace, params)
+        for part, conflict in ((rows, _BY_HASH), (spilled, _BY_KEY)):
+            if part:
+                conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['?'] * len(COLUMNS))}) "
+                                     f"{_upsert(conflict, replace)}", part)
         _add_counts(conn, deltas)
 
-    def _count_deltas(self, conn: Connection, rows: list[tuple[Any, ...]], replace: bool) -> Counter:
-        """How the chunk changes ``run_counts`` (SQLite): new keys count once, replaced ones move status.
+    def _resolve(self, conn: Connection, rows: list[tuple[Any, ...]]
+                 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[tuple[Any, ...], tuple[str, Any]]]:
+        """Split a chunk into rows keyed by hash and rows whose hash another stored key holds (stored with a
+        NULL hash, found by key); with the status and time bin each (run, key) had before, for the counts.
 
-        Exact because an SQLite writer holds the database's one write lock from this read to the commit."""
+        One indexed probe per batch of hashes; the keys stored with a NULL hash (normally none) only when the
+        store holds any. Exact on SQLite, whose writer holds the write lock from here to the commit."""
+        mark = "?" if self.dialect == "sqlite" else "%s"
+        run_where = f"device_id = {mark} AND problem_id = {mark} AND input_id = {mark}"
         by_run: dict[tuple[int, int, int], list[tuple[Any, ...]]] = {}
         for row in rows:
             by_run.setdefault(row[:3], []).append(row)
-        deltas: Counter = Counter()
+        spills = conn.exec_driver_sql("SELECT 1 FROM measurements WHERE config_hash IS NULL LIMIT 1").first()
+        keep: list[tuple[Any, ...]] = []
+        spilled: list[tuple[Any, ...]] = []
+        before: dict[tuple[Any, ...], tuple[str, Any]] = {}
         for run, run_rows in by_run.items():
-            before: dict[str, str] = {}
-            for batch in _chunks([row_key(r) for r in run_rows], LOOKUP_BATCH):
+            stored: dict[int, tuple[str, str, Any]] = {}
+            for batch in chunks([r[HASH] for r in run_rows if r[HASH] is not None], LOOKUP_BATCH):
                 found = conn.exec_driver_sql(
-                    "SELECT config_key, status FROM measurements WHERE device_id = ? AND problem_id = ? "
-                    f"AND input_id = ? AND config_key IN ({', '.join(['?'] * len(batch))})", (*run, *batch))
-                before.update(found.all())
+                    f"SELECT config_hash, config_key, status, time_bin FROM measurements WHERE {run_where} "
+                    f"AND config_hash IN ({', '.join([mark] * len(batch))})", (*run, *batch))
+                stored.update((h, (k, st, b)) for h, k, st, b in found)
+            by_key: dict[str, tuple[str, Any]] = {}
+            if spills is not None or any(r[HASH] is None for r in run_rows):
+                for batch in chunks([r[KEY] for r in run_rows], LOOKUP_BATCH):
+                    found = conn.exec_driver_sql(
+                        f"SELECT config_key, status, time_bin FROM measurements WHERE {run_where} AND "
+                        f"config_hash IS NULL AND config_key IN ({', '.join([mark] * len(batch))})", (*run, *batch))
+                    by_key.update((k, (st, b)) for k, st, b in found)
             for row in run_rows:
-                old, status = before.get(row_key(row)), row[_STATUS]
-                if old is None:
-                    deltas[(*run, status)] += 1
-                elif replace and old != status:
-                    deltas[(*run, old)] -= 1
-                    deltas[(*run, status)] += 1
-        return deltas
+                key, old = row[KEY], stored.get(row[HASH])
+                if row[HASH] is not None and key not in by_key and (old is None or old[0] == key):
+                    keep.append(row)
+                    if old is not None:
+                        before[(run, key)] = old[1:]
+                else:  # its hash is another configuration's (or it was stored by key before): by key
+                    spilled.append(_spill(row))
+                    if key in by_key:
+                        before[(run, key)] = by_key[key]
+        return keep, spilled, before
 
-    def _commit_chunk(self, rows: list[tuple[Any, ...]], replace: bool) -> int:
-        by_key = {(row[:3], row_key(row)): row for row in rows}  # the last wins: PostgreSQL refuses a key
-        distinct = list(by_key.values())                         # twice in one statement
+    def _commit_chunk(self, rows: list[tuple[Any, ...]], replace: bool, params: Counter | None = None) -> int:
+        """``params``: the rows' parameter counts from ``encode_rows`` (else counted here, where needed)."""
+        by_key = {(row[:3], row[KEY]): row for row in rows}  # the last wins: PostgreSQL refuses a key
+        distinct: list[tuple[Any, ...]] = []                    # twice in one statement
+        hashes: dict[tuple[Any, ...], str] = {}
+        for (run, key), row in by_key.items():  # two keys of one hash in the chunk: the second by key
+            taken = hashes.setdefault((run, row[HASH]), key)
+            distinct.append(row if taken == key else _spill(row))
+        if len(distinct) < len(rows):  # a key twice in the chunk: counted again from the rows kept
+            params = None
 
         def once() -> None:
             with self.db.write() as conn:
-                self._write_rows(conn, distinct, replace)
+                self._write_rows(conn, distinct, replace, params)
 
         if distinct:
             self.db.transact(once)
@@ -196,7 +290,17 @@ class Store(BaseStore):
                    replace: bool = True) -> int:
         run = RunKey(*(int(x) for x in run))
         return sum(self._commit_chunk([encode(run, r) for r in chunk], replace)
-                   for chunk in _chunks(results, chunk_size))
+                   for chunk in chunks(results, chunk_size))
+
+    def put_records(self, run: RunKey, records: Iterable[Record], *, chunk_size: int = DEFAULT_CHUNK,
+                    replace: bool = True) -> int:
+        """Rows encoded straight from the fields (``encode_rows``), one transaction a chunk."""
+        return sum(self.put_encoded(encode_rows(run, chunk), replace=replace)
+                   for chunk in chunks(records, chunk_size))
+
+    def put_encoded(self, chunk: Encoded, *, replace: bool = True) -> int:
+        """One chunk from :func:`encode_rows` (made in this process or another) in one transaction."""
+        return self._commit_chunk(chunk.rows, replace, chunk.params)
 
     def delete(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                status: Status | str | None = None) -> int:
@@ -204,25 +308,37 @@ class Store(BaseStore):
 
         def once() -> int:
             with self.db.write() as conn:
-                deltas: Counter = Counter()
-                if self.dialect == "sqlite":  # counted before, under the write lock (see _count_deltas)
-                    query = (sa.select(M.c.device_id, M.c.problem_id, M.c.input_id, M.c.status, sa.func.count())
-                             .where(*where).group_by(M.c.device_id, M.c.problem_id, M.c.input_id, M.c.status))
-                    deltas.update({tuple(r[:4]): -int(r[4]) for r in conn.execute(query)})
                 deleted = int(conn.execute(M.delete().where(*where)).rowcount)
-                _add_counts(conn, deltas)
+                if self.dialect == "sqlite":  # the summaries of what matched the filter go with it
+                    runs = _count_where(problem_id, device_id, input_id)
+                    if status is not None:
+                        conn.execute(C.delete().where(*runs, C.c.status == str(Status(status))))
+                        conn.execute(S.run_param_counts.delete().where(
+                            *_count_where(problem_id, device_id, input_id, S.run_param_counts),
+                            S.run_param_counts.c.status == str(Status(status))))
+                    else:
+                        conn.execute(C.delete().where(*runs))
+                        conn.execute(S.run_param_counts.delete().where(
+                            *_count_where(problem_id, device_id, input_id, S.run_param_counts)))
+                    if status is None or str(Status(status)) == _OK:
+                        conn.execute(S.run_time_bins.delete().where(
+                            *_count_where(problem_id, device_id, input_id, S.run_time_bins)))
                 return deleted
 
         return self.db.transact(once)
 
     # ------------------------------------------------------------------ point reads
     def _by_keys(self, run: RunKey, keys: list[str], columns: Sequence[Any]) -> list[Any]:
-        """Rows of these config keys in ``run``: one probe of the unique index per batch of keys."""
+        """Rows of these config keys in ``run``: one probe of the hash index (and of the, normally empty, index
+        of keys stored without their hash) per batch of keys; a row counts only if its stored key is the key."""
         found: list[Any] = []
-        for batch in _chunks(dict.fromkeys(keys), LOOKUP_BATCH):
-            query = sa.select(*columns).where(*_where(run.problem_id, run.device_id, run.input_id),
-                                              M.c.config_key.in_(batch))
-            found.extend(self.db.rows(query))
+        for batch in chunks(dict.fromkeys(keys), LOOKUP_BATCH):
+            run_where = _where(run.problem_id, run.device_id, run.input_id)
+            query = sa.union_all(*(sa.select(*columns, M.c.config_key.label("stored_key")).where(*run_where, match)
+                                   for match in (M.c.config_hash.in_([config_hash(k) for k in batch]),
+                                                 sa.and_(M.c.config_hash.is_(None), M.c.config_key.in_(batch)))))
+            wanted = set(batch)
+            found.extend(row for row in self.db.rows(query) if row.stored_key in wanted)
         return found
 
     def get_many(self, device_id: int, problem_id: int, input_id: int,
@@ -254,6 +370,30 @@ class Store(BaseStore):
             return
         for run in self._runs_matching(problem_id, device_id, input_id):
             yield from self._keyset(_where(run.problem_id, run.device_id, run.input_id), status, chunk_size)
+
+    def iter_records(self, run: RunKey, *, chunk_size: int = DEFAULT_CHUNK) -> Iterator[Record]:
+        """Keyset pages of the run's index (one range scan each) read as plain tuples: JSON columns as text,
+        decoded by orjson; no Result, no row objects. Failures' NULL time reads as inf, JSON nulls as NaN."""
+        mark = "?" if self.dialect == "sqlite" else "%s"
+        text = "" if self.dialect == "sqlite" else "::text"
+        query = (f"SELECT id, config{text}, status, time_ms, samples{text}, compile_ms, verify_ms, benchmark_ms, "
+                 f"observers{text}, error, timestamp FROM measurements WHERE problem_id = {mark} AND "
+                 f"device_id = {mark} AND input_id = {mark} AND id > {mark} ORDER BY id LIMIT {int(chunk_size)}")
+        last, loads, inf, nan = 0, orjson.loads, math.inf, math.nan
+        while True:
+            with self.db.read() as conn:
+                rows = conn.exec_driver_sql(query, (int(run.problem_id), int(run.device_id), int(run.input_id),
+                                                    last)).all()
+            for _, config, status, t, samples, c, v, b, observers, error, ts in rows:
+                samples, observers = loads(samples), loads(observers)
+                if None in samples:
+                    samples = [nan if x is None else x for x in samples]
+                if None in observers.values():
+                    observers = {k: (nan if x is None else x) for k, x in observers.items()}
+                yield (loads(config), status, inf if t is None else t, samples, c, v, b, observers, error or "", ts)
+            if len(rows) < chunk_size:
+                return
+            last = rows[-1][0]
 
     def _keyset(self, where: list[Any], status: Status | str | None, chunk_size: int) -> Iterator[StoredResult]:
         if status is not None:
@@ -292,7 +432,7 @@ class Store(BaseStore):
         if not k or not runs:
             return []
         best: list[tuple[float, int]] = []
-        for batch in _chunks(runs, 100):
+        for batch in chunks(runs, 100):
             scans = [sa.select(M.c.time_ms, M.c.id).where(*_run_where(run), M.c.time_ms.is_not(None))
                      .order_by(M.c.time_ms, M.c.id).limit(k).subquery() for run in batch]
             merged = sa.union_all(*(sa.select(scan) for scan in scans)) if len(scans) > 1 else sa.select(scans[0])
@@ -326,14 +466,26 @@ class Store(BaseStore):
     def page(self, run: RunKey, *, offset: int = 0, limit: int = 50, order_by: str = "time_ms",
              descending: bool = False, status: Status | str | None = None,
              where: Mapping[str, Any] | None = None) -> Page:
+        """Pages by time, by time filtered by one parameter value and by a numeric parameter read an index
+        range plus the run's summary counts; other sorts and filters read the whole run."""
         offset, limit = max(0, int(offset)), max(0, int(limit))
         status = None if status is None else str(Status(status))
         base = _where(run.problem_id, run.device_id, run.input_id, status)
+        if order_by == "time_ms" and not where:
+            counts = self.status_counts(run.problem_id, run.device_id, run.input_id)
+            return self._time_page(base, counts, status, offset, limit, descending)
+        if order_by == "time_ms" and where and len(where) == 1:
+            (name, value), = where.items()
+            counts = self._value_counts(run, name, value)
+            if counts is not None:
+                return self._time_page([*base, self._param_text(name) == _json_text(value)], counts, status,
+                                       offset, limit, descending)
+        if not where and order_by not in PAGE_COLUMNS:
+            page = self._parameter_page(run, order_by, base, status, offset, limit, descending)
+            if page is not None:
+                return page
         if where:
             base += [self._param_text(name) == _json_text(value) for name, value in where.items()]
-        if order_by == "time_ms" and not where:
-            return self._time_page(run, base, status, offset, limit, descending)
-        if where:
             total = int(self.db.rows(sa.select(sa.func.count()).select_from(M).where(*base))[0][0])
         else:
             total = self.count(run.problem_id, run.device_id, run.input_id, status)
@@ -344,23 +496,76 @@ class Store(BaseStore):
         query = sa.select(M).where(*base).order_by(*keys, M.c.id).offset(offset).limit(limit)
         return Page([decode_stored(r) for r in self.db.rows(query)], total, offset, limit)
 
-    def _time_page(self, run: RunKey, base: list[Any], status: str | None, offset: int, limit: int,
-                   descending: bool) -> Page:
-        """Fastest (or slowest) first from the successes' index, then failures in order of arrival."""
-        counts = self.status_counts(run.problem_id, run.device_id, run.input_id)
+    def _rows_by_id(self, ids_query: Any) -> list[Any]:
+        """The rows whose ids ``ids_query`` lists, in its order: the offset is walked in the index alone, and
+        only the page's rows are read from the table."""
+        ids = [int(r[0]) for r in self.db.rows(ids_query)]
+        if not ids:
+            return []
+        found = {r.id: r for r in self.db.rows(sa.select(M).where(M.c.id.in_(ids)))}
+        return [found[i] for i in ids]
+
+    def _time_page(self, base: list[Any], counts: Mapping[str, int], status: str | None, offset: int,
+                   limit: int, descending: bool) -> Page:
+        """Fastest (or slowest) first from the successes' index, then failures in order of arrival; ``counts``
+        (by status) of what ``base`` matches says where the failures begin."""
         n_ok = counts.get(_OK, 0) if status in (None, _OK) else 0
         n_failed = sum(n for s, n in counts.items() if s != _OK and status in (None, s))
         rows: list[Any] = []
         if offset < n_ok and limit:
             key = M.c.time_ms.desc() if descending else M.c.time_ms
-            rows += self.db.rows(sa.select(M).where(*base, M.c.time_ms.is_not(None))
-                                 .order_by(key, M.c.id).offset(offset).limit(limit))
+            rows += self._rows_by_id(sa.select(M.c.id).where(*base, M.c.time_ms.is_not(None))
+                                     .order_by(key, M.c.id).offset(offset).limit(limit))
         if offset + limit > n_ok and n_failed:
-            failures = (sa.select(M).where(*base, M.c.time_ms.is_(None)).order_by(M.c.id)
+            failures = (sa.select(M.c.id).where(*base, M.c.time_ms.is_(None)).order_by(M.c.id)
                         .offset(max(0, offset - n_ok)).limit(limit - len(rows)))
-            # SQLite ties this with ix_m_run (same columns, no statistics); the partial index is the dense one
-            rows += self.db.rows(failures.with_hint(M, "INDEXED BY ix_m_failed_run", "sqlite"))
+            rows += self._rows_by_id(failures)  # from ix_m_failed_run alone (covering): the offset walks failures
         return Page([decode_stored(r) for r in rows], n_ok + n_failed, offset, limit)
+
+    def _value_counts(self, run: RunKey, name: str, value: Any) -> dict[str, int] | None:
+        """Rows of the run by status whose parameter ``name`` is ``value`` (``run_param_counts``); None for a
+        value whose JSON text the database may spell otherwise (floats, non-ASCII text): then a scan counts."""
+        self._param_path(name)  # refuses the names every store refuses
+        if not (type(value) in (int, bool) or (type(value) is str and value.isascii())):
+            return None
+        P = S.run_param_counts
+        query = (sa.select(P.c.status, P.c.n).where(*_count_where(run.problem_id, run.device_id, run.input_id, P),
+                                                    P.c.name == name, P.c.value == _json_text(value), P.c.n > 0))
+        return {str(st): int(n) for st, n in self.db.rows(query)}
+
+    def _parameter_page(self, run: RunKey, name: str, base: list[Any], status: str | None, offset: int,
+                        limit: int, descending: bool) -> Page | None:
+        """A page sorted by a numeric parameter: its values and their counts from ``run_param_counts``, then
+        the rows of the values the page covers, each value's in order of arrival. None (a scan sorts) when a
+        value is not a number, or two values are equal numbers (``1`` and ``1.0``)."""
+        self._param_path(name)  # refuses the names every store refuses
+        P = S.run_param_counts
+        where = [*_count_where(run.problem_id, run.device_id, run.input_id, P), P.c.name == name]
+        if status is not None:
+            where.append(P.c.status == status)
+        total_n = sa.func.sum(P.c.n)
+        values = []
+        for text, n in self.db.rows(sa.select(P.c.value, total_n).where(*where).group_by(P.c.value)
+                                    .having(total_n > 0)):
+            number = orjson.loads(text)
+            if type(number) not in (int, float) or not math.isfinite(number):
+                return None
+            values.append((number, str(text), int(n)))
+        if len({v for v, _, _ in values}) != len(values):
+            return None
+        values.sort(reverse=descending)
+        rows: list[Any] = []
+        skip = offset
+        for _, text, n in values:
+            if len(rows) >= limit:
+                break
+            if skip >= n:
+                skip -= n
+                continue
+            rows += self._rows_by_id(sa.select(M.c.id).where(*base, self._param_text(name) == text)
+                                     .order_by(M.c.id).offset(skip).limit(limit - len(rows)))
+            skip = 0
+        return Page([decode_stored(r) for r in rows], sum(n for _, _, n in values), offset, limit)
 
     def _sort_keys(self, order_by: str) -> list[Any]:
         if order_by in PAGE_COLUMNS:
@@ -396,11 +601,18 @@ class Store(BaseStore):
         return number, text
 
     def time_histogram(self, run: RunKey, bins: int = 40, *, log: bool = True) -> list[HistogramBin]:
+        """Log-spaced bins add up the run's fine time bins (``run_time_bins``: a few hundred rows, however
+        long the run), their inner edges on the fine grid (1/64 octave) nearest the even split; linear bins,
+        or times not all positive, count the run's successes in one grouped pass."""
         bins = max(1, int(bins))
         where = [*_where(run.problem_id, run.device_id, run.input_id), M.c.time_ms.is_not(None)]
-        low, high = self.db.rows(sa.select(sa.func.min(M.c.time_ms), sa.func.max(M.c.time_ms)).where(*where))[0]
-        if low is None:
+        ends = [self.db.rows(sa.select(M.c.time_ms).where(*where).order_by(key).limit(1))
+                for key in (M.c.time_ms, M.c.time_ms.desc())]
+        if not ends[0]:
             return []
+        low, high = float(ends[0][0][0]), float(ends[1][0][0])
+        if log and low > 0:
+            return self._binned_histogram(run, low, high, bins)
         log = log and low > 0
         lo, hi = (math.log(low), math.log(high)) if log else (float(low), float(high))
         width = (hi - lo) / bins or 1.0
@@ -413,11 +625,24 @@ class Store(BaseStore):
         edges = [low, *(edge(j) for j in range(1, bins)), high]
         return [HistogramBin(float(edges[j]), float(edges[j + 1]), counts[j]) for j in range(bins)]
 
+    def _binned_histogram(self, run: RunKey, low: float, high: float, bins: int) -> list[HistogramBin]:
+        T = S.run_time_bins
+        fine = BINS_PER_OCTAVE
+        lo, hi = math.log2(low), math.log2(high)
+        width = (hi - lo) / bins or 1.0
+        counts = [0] * bins
+        for g, n in self.db.rows(sa.select(T.c.bin, T.c.n).where(
+                *_count_where(run.problem_id, run.device_id, run.input_id, T), T.c.n > 0)):
+            counts[min(bins - 1, max(0, math.floor((int(g) / fine - lo) / width)))] += int(n)
+        inner = [min(high, max(low, 2.0 ** (math.ceil((lo + j * width) * fine) / fine))) for j in range(1, bins)]
+        edges = [low, *inner, high]
+        return [HistogramBin(float(edges[j]), float(edges[j + 1]), counts[j]) for j in range(bins)]
+
     # ------------------------------------------------------------------ summaries
     def _run_best(self, runs: list[RunKey]) -> dict[RunKey, Any]:
         """The fastest success of each run (a row, or None): one index probe per run, 200 runs a query."""
         found: dict[RunKey, Any] = {}
-        for batch in _chunks(runs, 200):
+        for batch in chunks(runs, 200):
             probes = [sa.select(M.c.id).where(*_run_where(run), M.c.time_ms.is_not(None))
                       .order_by(M.c.time_ms, M.c.id).limit(1).scalar_subquery().label(f"b{j}")
                       for j, run in enumerate(batch)]
@@ -571,18 +796,67 @@ def _run_where(run: RunKey) -> list[Any]:
     return [M.c.problem_id == run.problem_id, M.c.device_id == run.device_id, M.c.input_id == run.input_id]
 
 
-def _add_counts(conn: Connection, deltas: Counter) -> None:
-    """Add ``{(device_id, problem_id, input_id, status): delta}`` to ``run_counts`` (SQLite's writer)."""
-    changes = [(*key, n) for key, n in sorted(deltas.items()) if n]
-    if changes:
-        conn.exec_driver_sql("INSERT INTO run_counts (device_id, problem_id, input_id, status, n) "
-                             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (device_id, problem_id, input_id, status) "
-                             "DO UPDATE SET n = n + excluded.n", changes)
+def _deltas(rows: list[tuple[Any, ...]], before: Mapping[tuple[Any, ...], tuple[str, Any]], replace: bool,
+            params: Counter | None) -> tuple[Counter, Counter, Counter]:
+    """How a chunk changes ``run_counts``, ``run_time_bins`` and ``run_param_counts`` (SQLite): new keys count
+    once, replaced ones move from their old status and time bin to the new ones (a key names its configuration,
+    so a replaced row's parameters stay what they were). ``params`` (the chunk's parameter counts were every
+    row new) is corrected by the rows that were stored; without it the new rows are counted here."""
+    counts: Counter = Counter()
+    bins: Counter = Counter()
+    added: list[tuple[Any, ...]] = []  # (run, configuration text, status, sign) to count here
+    for row in rows:
+        run = row[:3]
+        old = before.get((run, row[KEY]))
+        status = row[STATUS]
+        if old is None:
+            counts[(*run, status)] += 1
+            if row[BIN] is not None:
+                bins[(*run, row[BIN])] += 1
+            if params is None:
+                added.append((run, row[CONFIG], status, 1))
+            continue
+        if params is not None:  # counted as new where encoded: it was not
+            added.append((run, row[CONFIG], status, -1))
+        if replace and old[0] != status:
+            counts[(*run, old[0])] -= 1
+            counts[(*run, status)] += 1
+            added += [(run, row[CONFIG], old[0], -1), (run, row[CONFIG], status, 1)]
+        if replace and old[1] != row[BIN]:
+            if old[1] is not None:
+                bins[(*run, old[1])] -= 1
+            if row[BIN] is not None:
+                bins[(*run, row[BIN])] += 1
+    texts: Counter = Counter(params or {})
+    for sign in (1, -1):
+        by_run: dict[tuple[Any, ...], list[tuple[Mapping[str, Any], str]]] = {}
+        for run, config, status, s in added:
+            if s == sign:
+                by_run.setdefault(run, []).append((orjson.loads(config), status))
+        for run, configs in by_run.items():
+            for key, n in _param_counts(run, configs).items():
+                texts[key] += sign * n
+    return counts, bins, texts
 
 
-def _count_where(problem_id: int | None, device_id: int | None, input_id: int | None) -> list[Any]:
+_SUMMARIES = (("run_counts", "status"), ("run_time_bins", "bin"), ("run_param_counts", "name, value, status"))
+
+
+def _add_counts(conn: Connection, deltas: tuple[Counter, ...]) -> None:
+    """Add the deltas of :func:`_deltas` to the summary tables (SQLite's writer)."""
+    for (table, columns), changes in zip(_SUMMARIES, deltas, strict=True):
+        rows = [(*key, n) for key, n in sorted(changes.items()) if n]
+        if rows:
+            marks = ", ".join(["?"] * len(rows[0]))
+            conn.exec_driver_sql(f"INSERT INTO {table} (device_id, problem_id, input_id, {columns}, n) "
+                                 f"VALUES ({marks}) ON CONFLICT (device_id, problem_id, input_id, {columns}) "
+                                 "DO UPDATE SET n = n + excluded.n", rows)
+
+
+def _count_where(problem_id: int | None, device_id: int | None, input_id: int | None,
+                 table: sa.Table = C) -> list[Any]:
     return [column == int(value) for column, value in
-            ((C.c.problem_id, problem_id), (C.c.device_id, device_id), (C.c.input_id, input_id))
+            ((table.c.problem_id, problem_id), (table.c.device_id, device_id), (table.c.input_id, input_id))
             if value is not None]
 
 

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adaptune.records import Result, Status
-from adaptune.store.base import DEFAULT_CHUNK, BaseStore, RunKey
-from adaptune.store.db import Store
+from adaptune.store.base import DEFAULT_CHUNK, BaseStore, Record, RunKey, record_of
+from adaptune.store.db import Store, chunks, encode_rows
 from adaptune.store.errors import FormatError
 from adaptune.store.jsonstream import JsonStream, Truncated, compression_cut, open_text
-from adaptune.store.kt_cache import entry_to_result, kt_header
+from adaptune.store.kt_cache import EntryReader, kt_header
+from adaptune.store.pipeline import Forked
 from adaptune.store.recorded import RecordedSpace
 from adaptune.store.sql import is_sqlite_file
 from adaptune.store.t4 import t4_header, t4_result
@@ -160,32 +161,53 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
     seen: dict[str, dict[Any, None]] = {}  # parameter values met, for a header that lists none
     run = space.register(store, name)
     report.runs.append(run)
-    with open_text(path) as text:
-        js = JsonStream(text, source)
-        _members(js, frozenset({big}))
-        items = _kt_items(js, space, names, report) if big == "cache" else _t4_items(js, names, scale, report)
-        if not space.params:
-            items = _noting_values(items, seen)
-        report.written = store.put_stream(run, _reporting(items, js, progress), chunk_size=chunk_size)
-        cut = compression_cut(text)
-        if cut and not report.skipped:  # cut between two entries: what followed is lost, unseen
-            report.skip(f"{cut}; the entries after it are missing")
+
+    def read() -> Generator[tuple[Any, int], None, tuple[int, list[str], dict[str, dict[Any, None]]]]:
+        """Decode, validate and (for a SQL store) encode the entries: (chunk, characters read) at a time."""
+        with open_text(path) as text:
+            js = JsonStream(text, source)
+            _members(js, frozenset({big}))
+            items = _kt_items(js, space, names, report) if big == "cache" else _t4_items(js, names, scale, report)
+            if not space.params:
+                items = _noting_values(items, seen)
+            for chunk in chunks(items, chunk_size):
+                yield (encode_rows(run, chunk) if isinstance(store, Store) else chunk), js.offset
+            cut = compression_cut(text)
+            if cut and not report.skipped:  # cut between two entries: what followed is lost, unseen
+                report.skip(f"{cut}; the entries after it are missing")
+        return report.skipped, report.reasons, seen
+
+    reader = Forked(read)  # a SQL store writes while a second process reads the next chunk
+    for chunk, offset in reader:
+        report.written += (store.put_encoded(chunk) if isinstance(store, Store)
+                           else store.put_records(run, chunk, chunk_size=chunk_size))
+        if progress is not None:
+            progress(offset)
+    report.skipped, report.reasons, seen = reader.result
     if not space.params and seen:  # the space description gets the values the entries hold
         space.params = {n: sorted(v, key=lambda x: (str(type(x)), x)) for n, v in seen.items()}
         space.register(store, name)
     return report
 
 
-def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: ImportReport) -> Iterator[Result]:
-    allowed = space.params or None
+def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: ImportReport) -> Iterator[Record]:
+    reader = EntryReader(names, space.params or None)
     dropped: set[str] = set()
     js.expect("{")
     try:
         while js.peek() not in ("}", ""):  # "": an open cache that ends after a complete entry
+            block = js.line_members()
+            if block is not None:  # the common layout, one entry a line: many entries a decode
+                for key, entry in block:
+                    try:
+                        yield reader.fields(key, entry, f"entry {key!r}", dropped)
+                    except FormatError as exc:
+                        report.skip(str(exc))
+                continue
             key = js.key()
             entry = js.value()
             try:
-                yield entry_to_result(key, entry, names, allowed, f"entry {key!r}", dropped)
+                yield reader.fields(key, entry, f"entry {key!r}", dropped)
             except FormatError as exc:
                 report.skip(str(exc))
             if not js.skip(",") and js.peek() not in ("}", ""):
@@ -195,7 +217,7 @@ def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: Im
         report.skip(f"the file ends inside an entry: an unterminated cache ({exc})")
 
 
-def _t4_items(js: JsonStream, names: list[str], scale: float, report: ImportReport) -> Iterator[Result]:
+def _t4_items(js: JsonStream, names: list[str], scale: float, report: ImportReport) -> Iterator[Record]:
     dropped: set[str] = set()
     js.expect("[")
     i = 0
@@ -209,7 +231,7 @@ def _t4_items(js: JsonStream, names: list[str], scale: float, report: ImportRepo
                                       f"expected {names}")
                 if names:
                     result.config = {n: result.config[n] for n in names}
-                yield result
+                yield record_of(result)
             except FormatError as exc:
                 report.skip(str(exc))
             i += 1
@@ -219,23 +241,12 @@ def _t4_items(js: JsonStream, names: list[str], scale: float, report: ImportRepo
         report.skip(f"the file ends inside a result ({exc})")
 
 
-def _noting_values(items: Iterator[Result], seen: dict[str, dict[Any, None]]) -> Iterator[Result]:
-    for result in items:
-        for n, v in result.config.items():
+def _noting_values(items: Iterator[Record], seen: dict[str, dict[Any, None]]) -> Iterator[Record]:
+    for record in items:
+        for n, v in record[0].items():
             if isinstance(v, int | float | str | bool) or v is None:
                 seen.setdefault(n, {})[v] = None
-        yield result
-
-
-def _reporting(items: Iterator[Result], js: JsonStream, progress: Progress | None) -> Iterator[Result]:
-    if progress is None:
-        yield from items
-        return
-    for n, result in enumerate(items, 1):
-        if n % 10_000 == 0:
-            progress(js.offset)
-        yield result
-    progress(js.offset)
+        yield record
 
 
 # ---------------------------------------------------------------------------------------------- CSV
@@ -286,20 +297,20 @@ def _import_csv(store: BaseStore, path: Path, name: str | None, chunk_size: int,
         run = space.register(store, report.kernel_name)
         report.runs.append(run)
 
-        def results() -> Iterator[Result]:
+        def results() -> Iterator[Record]:
             for line, row in enumerate(reader, 2):
                 if None in row or any(v is None for v in row.values()):
                     report.skip(f"line {line}: {len(columns)} columns expected")
                     continue
                 try:
-                    yield _csv_result(row, names, f"line {line}")
+                    yield record_of(_csv_result(row, names, f"line {line}"))
                 except FormatError as exc:
                     report.skip(str(exc))
                 if progress is not None and line % 10_000 == 0:
                     progress(line)
 
         try:
-            report.written = store.put_stream(run, _noting_values(results(), seen), chunk_size=chunk_size)
+            report.written = store.put_records(run, _noting_values(results(), seen), chunk_size=chunk_size)
         except csv.Error as exc:
             raise FormatError(f"{source}: malformed CSV at line {reader.line_num}: {exc}") from exc
     space.params = {n: sorted(seen.get(n, {}), key=lambda x: (str(type(x)), x)) for n in names}

@@ -191,6 +191,30 @@ class JsonStream:
             self.pos = end
             return value
 
+    def line_members(self) -> list[tuple[str, Any]] | None:
+        """The members of a big object written one a line (``"key": value,``, Kernel Tuner's layout): every
+        whole line in the buffer decoded by one orjson call. None, with nothing consumed, where the text at the
+        cursor is not laid out so (the last member, a member over several lines, an invalid one): the caller
+        then reads member by member with :meth:`key` and :meth:`value`, which also tell what is wrong."""
+        if self.peek() != '"':
+            return None
+        end = self.buf.rfind("\n", self.pos)
+        if end < 0:
+            if not self._fill():
+                return None
+            end = self.buf.rfind("\n", self.pos)
+        block = self.buf[self.pos:end].rstrip() if end > 0 else ""
+        if not block.endswith(","):
+            return None
+        try:
+            members = orjson.loads("{" + block[:-1] + "}")
+        except orjson.JSONDecodeError:
+            return None
+        if type(members) is not dict:
+            return None
+        self.pos += len(block)  # up to and including the ',' after the last of them
+        return list(members.items())
+
     def _plain_string(self) -> str | None:
         """A string without escapes at the cursor, consumed; None (nothing consumed) for any other."""
         end = self.buf.find('"', self.pos + 1)

@@ -8,12 +8,15 @@ read as JSON only: nothing in it is ever evaluated or unpickled.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import operator
 import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -145,9 +148,9 @@ def kt_dict_to_recorded(data: Any, source: str, meta: dict[str, Any] | None = No
     if not isinstance(cache, dict):
         raise FormatError(f"{source}: 'cache' must be an object of entries, not {_kind(cache)}")
     space, names = kt_header(data, source, meta)
-    allowed = space.params or None
+    reader = EntryReader(names, space.params or None)
     dropped: set[str] = set()
-    space.results = [entry_to_result(key, entry, names, allowed, f"{source}: entry {key!r}", dropped)
+    space.results = [Result(*reader.fields(key, entry, f"{source}: entry {key!r}", dropped))
                      for key, entry in cache.items()]
     if not space.params:
         space.params = {n: sorted({r.config[n] for r in space.results}, key=lambda v: (str(type(v)), v))
@@ -190,45 +193,71 @@ def kt_header(data: Any, source: str, meta: dict[str, Any] | None = None) -> tup
 
 def entry_to_result(key: str, entry: Any, names: list[str], allowed: dict[str, list] | None,
                     where: str, dropped: set[str]) -> Result:
-    """One cache entry as a Result, validated; one pass over its fields (the import of a large cache runs
-    this once per entry)."""
-    if type(entry) is not dict:
-        raise FormatError(f"{where} must be an object, not {_kind(entry)}")
-    try:
-        config = {n: entry[n] for n in names}
-    except KeyError:
-        missing = [n for n in names if n not in entry]
-        raise FormatError(f"{where} lacks tunable parameter(s) {missing} listed in 'tune_params_keys'") from None
-    if ",".join([str(v) for v in config.values()]) != key:
-        raise FormatError(f"{where}: its parameters {config} give the key {kt_key(config, names)!r}, "
-                          f"not {key!r}")
-    if allowed is not None:
-        for n, v in config.items():
-            if v not in allowed[n]:
-                raise FormatError(f"{where}: {n}={v!r} is not among the values in 'tune_params'")
-    observers: dict[str, float] = {}
-    failure = None  # a failure string in a field other than 'time' (old caches)
-    for k, v in entry.items():
-        kind = type(v)
-        if kind is str and v in FAILURE_STATUS:
-            if failure is None and k != ERROR_FIELD:
-                failure = v
-        elif k in _RESERVED or k in config:
-            continue
-        elif kind is float or kind is int:
-            observers[k] = float(v)
-        else:
-            dropped.add(k)  # lists/strings/objects of other tools: reported in meta, not silently lost
-    status, error, time_ms = _status_of(entry, failure, where)
-    samples = entry.get("times", [])
-    if type(samples) is not list:
-        raise FormatError(f"{where}: 'times' must be a list of numbers, not {_kind(samples)}")
-    if not all(type(s) in _PLAIN_NUMBERS for s in samples):  # fast path first; details only on failure
-        for s in samples:
-            _number(s, f"{where}: 'times'")
-    timings = {attr: _number(entry[k], f"{where}: '{k}'") if k in entry else 0.0 for k, attr in TIMING_FIELDS.items()}
-    return Result(config=config, status=status, time_ms=time_ms, samples=[float(s) for s in samples],
-                  observers=observers, error=error, timestamp=_timestamp(entry.get("timestamp"), where), **timings)
+    """One cache entry as a Result, validated (see :class:`EntryReader`)."""
+    return Result(*EntryReader(names, allowed).fields(key, entry, where, dropped))
+
+
+class EntryReader:
+    """Validates cache entries and gives each one's fields in :class:`Result`'s order (a ``Record``): a large
+    import runs this once per entry and writes the fields without building a Result. The entries of one cache
+    share a layout (the same fields in the same order), so what each field is (parameter, reserved, extra) is
+    worked out once per layout, not once per entry."""
+
+    def __init__(self, names: list[str], allowed: dict[str, list] | None) -> None:
+        self.names = list(names)
+        self._values = itemgetter(*self.names) if len(self.names) > 1 else (
+            (lambda e: (e[self.names[0]],)) if self.names else (lambda e: ()))
+        self.allowed = [allowed[n] for n in self.names] if allowed is not None else None
+        if self.allowed is not None:
+            with contextlib.suppress(TypeError):  # unhashable values in 'tune_params': the lists
+                self.allowed = [frozenset(v) for v in self.allowed]  # same answers as the lists, in O(1)
+        self._extras: dict[tuple[str, ...], tuple[str, ...]] = {}  # fields beyond the parameters, per layout
+
+    def fields(self, key: str, entry: Any, where: str, dropped: set[str]) -> tuple[Any, ...]:
+        names = self.names
+        if type(entry) is not dict:
+            raise FormatError(f"{where} must be an object, not {_kind(entry)}")
+        try:
+            values = self._values(entry)
+        except KeyError:
+            missing = [n for n in names if n not in entry]
+            raise FormatError(f"{where} lacks tunable parameter(s) {missing} listed in 'tune_params_keys'") from None
+        config = dict(zip(names, values, strict=True))
+        if ",".join(map(str, values)) != key:
+            raise FormatError(f"{where}: its parameters {config} give the key {kt_key(config, names)!r}, "
+                              f"not {key!r}")
+        if self.allowed is not None and not all(map(operator.contains, self.allowed, values)):
+            bad = next(n for n, v, ok in zip(names, values, self.allowed, strict=True) if v not in ok)
+            raise FormatError(f"{where}: {bad}={config[bad]!r} is not among the values in 'tune_params'")
+        layout = tuple(entry)
+        extras = self._extras.get(layout)
+        if extras is None:
+            extras = self._extras[layout] = tuple(k for k in layout if k not in config)
+        observers: dict[str, float] = {}
+        failure = None  # a failure string in a field other than 'time' (old caches)
+        if str in map(type, values):  # a parameter's value may be a failure string too
+            failure = next((v for v in values if type(v) is str and v in FAILURE_STATUS), None)
+        for k in extras:
+            v = entry[k]
+            kind = type(v)
+            if kind is float or kind is int:
+                if k not in _RESERVED:
+                    observers[k] = float(v)
+            elif kind is str and v in FAILURE_STATUS:
+                if failure is None and k != ERROR_FIELD:
+                    failure = v
+            elif k not in _RESERVED:
+                dropped.add(k)  # lists/strings/objects of other tools: reported in meta, not silently lost
+        status, error, time_ms = _status_of(entry, failure, where)
+        samples = entry.get("times", [])
+        if type(samples) is not list:
+            raise FormatError(f"{where}: 'times' must be a list of numbers, not {_kind(samples)}")
+        if not all(type(s) in _PLAIN_NUMBERS for s in samples):  # fast path first; details only on failure
+            for s in samples:
+                _number(s, f"{where}: 'times'")
+        timings = [_number(entry[k], f"{where}: '{k}'") if k in entry else 0.0 for k in TIMING_FIELDS]
+        return (config, status, time_ms, [float(s) for s in samples], *timings, observers, error,
+                _timestamp(entry.get("timestamp"), where))
 
 
 def _status_of(entry: dict[str, Any], other_failure: str | None, where: str) -> tuple[Status, str, float]:

@@ -14,14 +14,19 @@ import orjson
 
 from adaptune.records import Result, Status
 from adaptune.store.base import RunKey, StoredResult
-from adaptune.store.codec import config_key, dumps
+from adaptune.store.codec import config_hash, config_key, dumps, time_bin
 
-COLUMNS = ("device_id", "problem_id", "input_id", "config_key", "config", "status", "time_ms", "samples",
-           "compile_ms", "verify_ms", "benchmark_ms", "observers", "error", "timestamp")
+_OK = str(Status.OK)
+
+COLUMNS = ("device_id", "problem_id", "input_id", "config_key", "config_hash", "config", "status", "time_ms",
+           "samples", "compile_ms", "verify_ms", "benchmark_ms", "observers", "error", "timestamp", "time_bin")
 """Columns a writer fills, in the order of :func:`encode`'s tuple (``id`` is assigned by the database)."""
-KEY_COLUMNS = ("device_id", "problem_id", "input_id", "config_key")
 JSON_COLUMNS = frozenset({"config", "samples", "observers"})
-_KEY_INDEX = COLUMNS.index("config_key")
+KEY = COLUMNS.index("config_key")
+CONFIG = COLUMNS.index("config")
+HASH = COLUMNS.index("config_hash")
+STATUS = COLUMNS.index("status")
+BIN = COLUMNS.index("time_bin")
 
 
 def _json(value: Any) -> str:
@@ -46,19 +51,26 @@ def fast_config_key(config: Mapping[str, Any]) -> str:
         return config_key(config)
 
 
+def encode_fields(run: RunKey, config: Mapping[str, Any], status: Any, time_ms: float, samples: Any,
+                  compile_ms: float, verify_ms: float, benchmark_ms: float, observers: Mapping[str, float],
+                  error: str, timestamp: float) -> tuple[Any, ...]:
+    """The row of one result given by its fields (``Record``, in :class:`Result`'s order) in ``run``: a time only
+    for successes (failures store NULL, read back as inf). Bulk imports call this straight from the file's
+    entries, without building a Result."""
+    status = str(status)
+    time_ms = float(time_ms)
+    stored_time = time_ms if status == _OK and math.isfinite(time_ms) else None
+    config = config if type(config) is dict else dict(config)
+    key = fast_config_key(config)
+    return (run[0], run[1], run[2], key, config_hash(key), _json(config), status, stored_time,
+            _json(samples if type(samples) is list else list(samples)), float(compile_ms), float(verify_ms),
+            float(benchmark_ms), _json(observers), str(error or ""), float(timestamp), time_bin(stored_time))
+
+
 def encode(run: RunKey, result: Result) -> tuple[Any, ...]:
-    """The row of ``result`` in ``run``: a time only for successes (failures store NULL, read back as inf)."""
-    time_ms = float(result.time_ms)
-    ok = str(result.status) == Status.OK
-    config = result.config if type(result.config) is dict else dict(result.config)
-    return (run[0], run[1], run[2], fast_config_key(config), _json(config), str(result.status),
-            time_ms if ok and math.isfinite(time_ms) else None, _json(list(result.samples)),
-            float(result.compile_ms), float(result.verify_ms), float(result.benchmark_ms),
-            _json(result.observers), str(result.error or ""), float(result.timestamp))
-
-
-def row_key(row: tuple[Any, ...]) -> str:
-    return row[_KEY_INDEX]
+    """The row of ``result`` in ``run`` (see :func:`encode_fields`)."""
+    return encode_fields(run, result.config, result.status, result.time_ms, result.samples, result.compile_ms,
+                         result.verify_ms, result.benchmark_ms, result.observers, result.error, result.timestamp)
 
 
 def _loaded(value: Any) -> Any:

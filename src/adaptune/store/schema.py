@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped whenever a table changes shape; a database with a newer version is refused, not guessed at.
-Version 2 (from 1 by ``migrate``): the ``run_counts`` table and the indexes of the query interface."""
+Version 2: the ``run_counts`` table and the indexes of the query interface. Version 3: a configuration is
+found by a 64-bit hash of its key (``config_hash``), and ``run_time_bins`` answers histograms. Older
+databases are brought up to date on opening (``sql.Database``)."""
 
 metadata = sa.MetaData()
 
@@ -60,6 +62,7 @@ measurements = sa.Table(
     sa.Column("problem_id", sa.Integer, sa.ForeignKey("problems.id", ondelete="CASCADE"), nullable=False),
     sa.Column("input_id", sa.Integer, sa.ForeignKey("inputs.id", ondelete="CASCADE"), nullable=False),
     sa.Column("config_key", sa.Text, nullable=False),  # canonical JSON of the config, sorted keys
+    sa.Column("config_hash", sa.BigInteger, nullable=True),  # rows.config_hash(config_key); NULL: a collision
     sa.Column("config", sa.JSON, nullable=False),  # the config in parameter order, as given
     sa.Column("status", sa.String(32), nullable=False),
     sa.Column("time_ms", sa.Float, nullable=True),  # NULL stands for inf (every failure)
@@ -70,8 +73,17 @@ measurements = sa.Table(
     sa.Column("observers", sa.JSON, nullable=False),
     sa.Column("error", sa.Text, nullable=False, default=""),
     sa.Column("timestamp", sa.Float, nullable=False),
-    sa.UniqueConstraint("device_id", "problem_id", "input_id", "config_key", name="uq_measurement"),
+    sa.Column("time_bin", sa.Integer, nullable=True),  # rows.time_bin(time_ms): successes with a time > 0
 )
+# The identity of a row: (run, 64-bit hash of the configuration key), an 8-byte index entry instead of the key's
+# ~100 characters, so bulk imports of millions of rows keep the index in memory. A configuration whose hash is
+# taken by another one in its run (about one pair in 10^12 at 10^7 rows a run) is stored with a NULL hash and
+# kept unique by its key in the second, normally empty, index; writers and lookups check the stored key.
+sa.Index("uq_m_hash", measurements.c.device_id, measurements.c.problem_id, measurements.c.input_id,
+         measurements.c.config_hash, unique=True)
+_SPILLED = measurements.c.config_hash.is_(None)
+sa.Index("uq_m_spilled", measurements.c.device_id, measurements.c.problem_id, measurements.c.input_id,
+         measurements.c.config_key, unique=True, sqlite_where=_SPILLED, postgresql_where=_SPILLED)
 # a run's rows in order of arrival: keyset pagination (streaming export), trajectories, pages by id
 sa.Index("ix_m_run", measurements.c.problem_id, measurements.c.device_id, measurements.c.input_id,
          measurements.c.id)
@@ -81,23 +93,39 @@ _SUCCEEDED = measurements.c.time_ms.is_not(None)  # a time is stored for success
 sa.Index("ix_m_ok_run", measurements.c.problem_id, measurements.c.device_id, measurements.c.input_id,
          measurements.c.time_ms, sqlite_where=_SUCCEEDED, postgresql_where=_SUCCEEDED)
 _FAILED = measurements.c.time_ms.is_(None)
-# a run's failures in order of arrival (the pages after its successes): small, as failures are few
+# a run's failures in order of arrival (the pages after its successes): small, as failures are few; covering
+# for the ids of a page (with the always-NULL time), which SQLite's planner then takes over ix_m_run
 sa.Index("ix_m_failed_run", measurements.c.problem_id, measurements.c.device_id, measurements.c.input_id,
-         measurements.c.id, sqlite_where=_FAILED, postgresql_where=_FAILED)
+         measurements.c.id, measurements.c.time_ms, sqlite_where=_FAILED, postgresql_where=_FAILED)
 
-run_counts = sa.Table(
-    "run_counts",
-    metadata,
-    sa.Column("device_id", sa.Integer, sa.ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("problem_id", sa.Integer, sa.ForeignKey("problems.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("input_id", sa.Integer, sa.ForeignKey("inputs.id", ondelete="CASCADE"), primary_key=True),
-    sa.Column("status", sa.String(32), primary_key=True),
-    sa.Column("n", sa.BigInteger, nullable=False),
-)
+def _per_run(name: str, *key: sa.Column) -> sa.Table:
+    """A summary table: a count ``n`` per run and ``key``, kept by the writers (triggers on PostgreSQL)."""
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("device_id", sa.Integer, sa.ForeignKey("devices.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("problem_id", sa.Integer, sa.ForeignKey("problems.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("input_id", sa.Integer, sa.ForeignKey("inputs.id", ondelete="CASCADE"), primary_key=True),
+        *key,
+        sa.Column("n", sa.BigInteger, nullable=False),
+    )
+
+
+run_counts = _per_run("run_counts", sa.Column("status", sa.String(32), primary_key=True))
 """Measurements per (run, status): counts, run listings and summaries read a few rows here instead of
 counting millions. PostgreSQL keeps it with statement triggers (``POSTGRES_TRIGGERS``: exact under
 concurrent writers); on SQLite, whose writers hold the one write lock, the store's writer adjusts it in the
 same transaction (a row trigger there halves the import rate)."""
+
+run_time_bins = _per_run("run_time_bins", sa.Column("bin", sa.Integer, primary_key=True))
+"""Successes per (run, fine time bin of 1/64 octave, ``rows.time_bin``): a run's histogram reads a few hundred
+rows here instead of binning millions. Kept like ``run_counts``."""
+
+run_param_counts = _per_run("run_param_counts", sa.Column("name", sa.Text, primary_key=True),
+                            sa.Column("value", sa.Text, primary_key=True),  # JSON text, as in config
+                            sa.Column("status", sa.String(32), primary_key=True))
+"""Measurements per (run, parameter, value, status): a page filtered by or sorted by a parameter knows its
+total and where each value's rows begin without reading the run. Kept like ``run_counts``."""
 
 TABLE_NAMES = frozenset(metadata.tables)
 
@@ -105,10 +133,24 @@ _RUN = ("device_id", "problem_id", "input_id", "status")
 _COLS = ", ".join(_RUN)
 
 
+_BIN_COLS = "device_id, problem_id, input_id, time_bin"
+_BIN_KEY = "device_id, problem_id, input_id, bin"
+_PARAM_KEY = "device_id, problem_id, input_id, name, value, status"
+_PARAM_COLS = "r.device_id, r.problem_id, r.input_id, e.key, e.value::text, r.status"
+_SQLITE_VALUE = ("CASE e.type WHEN 'text' THEN json_quote(e.value) WHEN 'true' THEN 'true' WHEN 'false' THEN "
+                 "'false' WHEN 'null' THEN 'null' ELSE CAST(e.value AS TEXT) END")
+
+
 def _pg_side(rows: str, sign: str) -> str:
     return (f"INSERT INTO run_counts AS c ({_COLS}, n) SELECT {_COLS}, {sign}count(*) FROM {rows} "
             f"GROUP BY {_COLS} ORDER BY {_COLS} "  # one lock order for every writer: no deadlock between them
-            f"ON CONFLICT ({_COLS}) DO UPDATE SET n = c.n + EXCLUDED.n;")
+            f"ON CONFLICT ({_COLS}) DO UPDATE SET n = c.n + EXCLUDED.n; "
+            f"INSERT INTO run_time_bins AS b ({_BIN_KEY}, n) SELECT {_BIN_COLS}, {sign}count(*) FROM {rows} "
+            f"WHERE time_bin IS NOT NULL GROUP BY {_BIN_COLS} ORDER BY {_BIN_COLS} "
+            f"ON CONFLICT ({_BIN_KEY}) DO UPDATE SET n = b.n + EXCLUDED.n; "
+            f"INSERT INTO run_param_counts AS q ({_PARAM_KEY}, n) SELECT {_PARAM_COLS}, {sign}count(*) "
+            f"FROM {rows} r, json_each(r.config) e GROUP BY {_PARAM_COLS} ORDER BY {_PARAM_COLS} "
+            f"ON CONFLICT ({_PARAM_KEY}) DO UPDATE SET n = q.n + EXCLUDED.n;")
 
 
 def _pg_function(name: str, body: str) -> str:
@@ -133,12 +175,47 @@ POSTGRES_TRIGGERS = (
 """Statement triggers with transition tables: one grouped update of ``run_counts`` per statement, so a
 bulk insert of a chunk (or a COPY) pays once, not once per row."""
 
-MIGRATE_FROM_1 = (
-    "DROP INDEX IF EXISTS ix_measurements_problem",
-    "UPDATE measurements SET time_ms = NULL WHERE status <> 'ok'",  # only successes carry a time now
-    f"INSERT INTO run_counts ({_COLS}, n) SELECT {_COLS}, count(*) FROM measurements GROUP BY {_COLS}",
+MEASUREMENT_COLUMNS = tuple(c.name for c in measurements.c)
+_OLD_COLUMNS = tuple(c for c in MEASUREMENT_COLUMNS if c not in ("config_hash", "time_bin"))
+SQLITE_REBUILD = (
+    "DROP INDEX IF EXISTS ix_measurements_problem", "DROP INDEX IF EXISTS ix_m_run",
+    "DROP INDEX IF EXISTS ix_m_ok_run", "DROP INDEX IF EXISTS ix_m_failed_run",
+    "ALTER TABLE measurements RENAME TO measurements_old",
 )
-"""Bring a version-1 database to version 2 (after the new tables and indexes are created, before triggers)."""
+"""Before the new tables are created: an SQLite table cannot drop its old UNIQUE (key) constraint, so an older
+database's measurements are copied into a new table (``SQLITE_COPY``) with the functions of ``sql.py``."""
+SQLITE_COPY = (
+    f"INSERT INTO measurements ({', '.join(_OLD_COLUMNS)}, config_hash, time_bin) SELECT {', '.join(_OLD_COLUMNS)}, "
+    "adaptune_config_hash(config_key), adaptune_time_bin(CASE WHEN status = 'ok' THEN time_ms END) "
+    "FROM measurements_old",
+    "DROP TABLE measurements_old",
+)
+POSTGRES_UPGRADE = (
+    "DROP INDEX IF EXISTS ix_measurements_problem",
+    "ALTER TABLE measurements DROP CONSTRAINT IF EXISTS uq_measurement",
+    "ALTER TABLE measurements ADD COLUMN IF NOT EXISTS config_hash BIGINT",
+    "ALTER TABLE measurements ADD COLUMN IF NOT EXISTS time_bin INTEGER",
+    "UPDATE measurements SET config_hash = ('x' || left(md5(config_key), 16))::bit(64)::bigint, "
+    "time_bin = CASE WHEN status = 'ok' AND time_ms > 0 THEN floor(log(2.0, time_ms::numeric) * 64)::int END",
+)
+"""An older PostgreSQL database's measurements, brought to this version in place (the same hash as
+``rows.config_hash``: the first 8 bytes of the key's MD5, signed)."""
+RECOUNT = (
+    "UPDATE measurements SET time_ms = NULL WHERE status <> 'ok'",  # only successes carry a time (version 2)
+    "DELETE FROM run_counts", "DELETE FROM run_time_bins",
+    f"INSERT INTO run_counts ({_COLS}, n) SELECT {_COLS}, count(*) FROM measurements GROUP BY {_COLS}",
+    f"INSERT INTO run_time_bins ({_BIN_KEY}, n) SELECT {_BIN_COLS}, count(*) FROM measurements "
+    f"WHERE time_bin IS NOT NULL GROUP BY {_BIN_COLS}",
+)
+"""The summary tables of an upgraded database, counted once from its rows (before the triggers exist)."""
+
+
+def recount(dialect: str) -> tuple[str, ...]:
+    """``RECOUNT`` and the parameter counts, for this dialect."""
+    cols = _PARAM_COLS.replace("e.value::text", _SQLITE_VALUE) if dialect == "sqlite" else _PARAM_COLS
+    return (*RECOUNT, "DELETE FROM run_param_counts",
+            f"INSERT INTO run_param_counts ({_PARAM_KEY}, n) SELECT {cols}, count(*) FROM measurements r, "
+            f"json_each(r.config) e GROUP BY {cols}")
 
 
 def triggers(dialect: str) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from adaptune.store import schema as S
-from adaptune.store.codec import dumps
+from adaptune.store.codec import config_hash, dumps, time_bin
 from adaptune.store.errors import StoreError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -49,6 +49,12 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, sa.exc.OperationalError) and any(
         s in text for s in ("server closed the connection", "connection is closed",
                             "terminating connection", "consuming input failed", "connection refused"))
+
+
+def _sqlite_functions(dbapi_conn: Any) -> None:
+    """The Python functions an upgrade of an older SQLite database computes its new columns with."""
+    dbapi_conn.create_function("adaptune_config_hash", 1, config_hash, deterministic=True)
+    dbapi_conn.create_function("adaptune_time_bin", 1, time_bin, deterministic=True)
 
 
 def engine_url(url: str) -> str:
@@ -110,6 +116,8 @@ class Database:
         if not url.startswith("sqlite"):
             url = engine_url(url)
             options = {"pool_pre_ping": True, "pool_size": 2, "max_overflow": 4}  # a dropped link is replaced
+            if "+psycopg" in url:  # a plan per statement: a plan psycopg prepared while a bulk import's table
+                options["connect_args"] = {"prepare_threshold": None}  # was empty would scan it ever after
         try:
             self.engine: Engine = sa.create_engine(url, echo=echo, json_serializer=dumps,
                                                    json_deserializer=orjson.loads, **options)
@@ -241,9 +249,22 @@ class Database:
                 have = int(row[0]) if row is not None else None
             if have == S.SCHEMA_VERSION:
                 return  # another process finished it while we waited for the lock
+            if have is not None and self.dialect == "sqlite":
+                for statement in S.SQLITE_REBUILD:
+                    conn.exec_driver_sql(statement)
+            elif have is not None:
+                for statement in S.POSTGRES_UPGRADE:
+                    conn.exec_driver_sql(statement)
             S.metadata.create_all(conn, checkfirst=True)
-            if have is not None:  # an older database: bring its rows to this version
-                for statement in S.MIGRATE_FROM_1:
+            if have is not None:  # an older database: its rows in the new shape, its summaries counted
+                if self.dialect == "sqlite":
+                    _sqlite_functions(conn.connection.dbapi_connection)
+                    for statement in S.SQLITE_COPY:
+                        conn.exec_driver_sql(statement)
+                else:  # create_all leaves an existing table's new indexes to us
+                    for index in S.measurements.indexes:
+                        index.create(conn, checkfirst=True)
+                for statement in S.recount(self.dialect):
                     conn.exec_driver_sql(statement)
             for statement in S.triggers(self.dialect):
                 conn.exec_driver_sql(statement)

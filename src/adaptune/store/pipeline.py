@@ -1,0 +1,79 @@
+"""Parsing and encoding in a second process while this one writes to the database.
+
+A bulk import is Python work (decoding, validating and encoding entries) then database work (the driver's
+executemany or COPY). Threads cannot overlap the two: the writer releases the GIL once per row and waits to
+get it back from the parser. A forked child that does the Python work and hands over finished chunks does
+overlap them, on two cores; the pipe between the two holds about one chunk, so memory stays a few chunks in
+each process. Where ``fork`` is not available the generator runs here, one chunk after the other.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Forked(Generic[T]):
+    """The items of ``make()`` (a generator), produced in a forked child: iterating yields them in order;
+    :attr:`result` is the generator's return value (after the iteration ends). An exception in the child is
+    raised here at that point; a consumer that stops early ends the child."""
+
+    def __init__(self, make: Callable[[], Generator[T, None, Any]]) -> None:
+        self.make = make
+        self.result: Any = None
+
+    def __iter__(self) -> Iterator[T]:
+        if "fork" not in multiprocessing.get_all_start_methods():  # Windows: here, one chunk at a time
+            self.result = yield from self.make()
+            return
+        context = multiprocessing.get_context("fork")
+        receiver, sender = context.Pipe(duplex=False)
+        child = context.Process(target=_run, args=(self.make, sender, receiver), daemon=True)
+        child.start()
+        sender.close()
+        try:
+            while True:
+                try:
+                    kind, value = receiver.recv()
+                except EOFError:
+                    raise RuntimeError(f"the import's reader process ended without an answer "
+                                       f"(exit code {child.exitcode})") from None
+                if kind == "item":
+                    yield value
+                elif kind == "error":
+                    raise value
+                else:
+                    self.result = value
+                    return
+        finally:
+            receiver.close()
+            if child.is_alive():
+                child.terminate()
+            child.join()
+
+
+def _run(make: Callable[[], Generator[Any, None, Any]], sender: Any, receiver: Any) -> None:
+    receiver.close()  # the parent's end: with it closed here, a parent that dies breaks the pipe and ends us
+    try:
+        items = make()
+        while True:
+            try:
+                item = next(items)
+            except StopIteration as end:
+                sender.send(("done", end.value))
+                break
+            sender.send(("item", item))
+    except BrokenPipeError:  # the consumer stopped: nothing to tell it
+        pass
+    except BaseException as exc:  # handed to the consumer, raised there
+        try:
+            sender.send(("error", exc))
+        except Exception:
+            sender.send(("error", RuntimeError(f"{type(exc).__name__}: {exc}")))
+    finally:
+        sender.close()
+        os._exit(0)  # no exit handlers: the parent's database connections are not the child's to close
