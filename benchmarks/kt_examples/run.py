@@ -40,6 +40,10 @@ NEEDS = {
     "vector_add_observers_ncu.py": "Nsight Compute (ncu) observer",
     "going_green_performance_model.py": "a standalone GPU clock study (pycuda, matplotlib, seaborn), not a tuning run",
     "python_kernel.py": "PyCUDA (Kernel Tuner's PythonKernel)",
+    # the scripts themselves import pycuda.driver (page-locked memory, streams): both tools failed there on the
+    # H100 on 2026-11-26 with "No module named 'pycuda'" (the committed results keep those runs)
+    "pnpoly.py": "PyCUDA (the script imports pycuda.driver itself)",
+    "convolution_streams.py": "PyCUDA (the script imports pycuda.driver itself)",
     "python_kernel_cupy.py": "nothing of either tool's tuning: it calls Kernel Tuner's PythonKernel directly",
     "opencl/vector_add_observers.py": "an NVIDIA GPU for NVML (the OpenCL device here is PoCL on a CPU)",
 }
