@@ -281,5 +281,7 @@ def test_a_postgresql_store_is_served_live(tmp_path, pg_url, serve, page):
     page.goto(server.url + "/")
     page.wait_for_selector("#runs-grid")
     tune(write_spec(tmp_path, "pg", name="on_postgres", n=30_000), pg_url)
-    text = grid_text(page, "runs-grid", "on_postgres", timeout=60_000)
-    assert "compile_error" in text and not page.errors
+    # the page refreshes on its own: wait for the finished run's failures, not just its first rows (a poll
+    # that lands while the run is still writing shows the run with none failed yet)
+    text = grid_text(page, "runs-grid", "compile_error", timeout=60_000)
+    assert "on_postgres" in text and not page.errors
