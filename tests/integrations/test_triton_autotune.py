@@ -24,8 +24,9 @@ from adaptune.store import Store  # noqa: E402
 BLOCKS = (16, 32, 64)
 
 
-def make(db, blocks=BLOCKS, policy="tune", **options):
-    @at.autotune(configs=[at.Config({"BLOCK": b}) for b in blocks], key=["n"], db=str(db), policy=policy, **options)
+def make(db, blocks=BLOCKS, policy="tune", pre_hook=None, **options):
+    @at.autotune(configs=[at.Config({"BLOCK": b}, pre_hook=pre_hook) for b in blocks], key=["n"], db=str(db),
+                 policy=policy, **options)
     @triton.jit
     def add(x, y, out, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -121,15 +122,7 @@ def _timed_by_rule(db, policy):
         t = 1.0 if current["block"] == best else 2.0
         return [t, t, t]
 
-    @at.autotune(configs=[at.Config({"BLOCK": b}, pre_hook=remember) for b in BLOCKS], key=["n"], db=str(db),
-                 policy=policy, do_bench=do_bench)
-    @triton.jit
-    def add(x, y, out, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        tl.store(out + offs, tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
-
-    return add
+    return make(db, policy=policy, pre_hook=remember, do_bench=do_bench)
 
 
 def test_the_model_learns_which_config_wins_where(tmp_path):
