@@ -208,6 +208,7 @@ def end_to_end(peers: Peers, sizes: tuple[int, int, int, int], repeats: int) -> 
     res["heat"]["adaptune_jit"] = _jit_heat(side, iters, repeats)
     res["black_scholes"] = bench_black_scholes(peers, options, iters, repeats)
     res["black_scholes"]["adaptune_jit"] = _jit_black_scholes(options, iters, repeats)
+    res["black_scholes"]["adaptune_jit_fast_math"] = _jit_black_scholes(options, iters, repeats, fast_math=True)
     res["shallow_water"] = bench_shallow_water(peers, side, iters, repeats)
     res["shallow_water"]["adaptune_jit"] = _jit_shallow_water(side, iters, repeats)
     res["nbody"] = bench_nbody(peers, bodies, max(2, iters // 2), repeats)
@@ -227,21 +228,34 @@ def _jit_heat(n: int, iters: int, repeats: int) -> dict[str, Any]:
             "replayed": anp.last_flush().cache_hit and bool(step.traces)}
 
 
-def _jit_black_scholes(n: int, iters: int, repeats: int) -> dict[str, Any]:
-    rng = np.random.default_rng(1)
-    s, k = rng.uniform(5, 30, n).astype(np.float32), rng.uniform(1, 100, n).astype(np.float32)
-    t = rng.uniform(0.25, 10, n).astype(np.float32)
-    step = anp.jit(lambda s_, k_, t_: black_scholes(anp, anp.erf, s_, k_, t_))
-    args = (anp.asarray(s), anp.asarray(k), anp.asarray(t))
-    keep: list[Any] = [None]
+def _jit_black_scholes(n: int, iters: int, repeats: int, fast_math: bool = False) -> dict[str, Any]:
+    """``anp.jit`` of the step; ``fast_math``: in a session whose kernels are compiled with relaxed floating
+    point (``anp.use_device(kind, fast_math=True)``), its error against float64 reported beside the time."""
+    from scipy.special import erf as np_erf
 
-    def run() -> None:
-        keep[0] = step(*args)
+    previous = lang_session.session().runtime
+    if fast_math:
+        lang_session.use_runtime(Runtime(previous.kind, device=previous.device, fast_math=True))
+    try:
+        rng = np.random.default_rng(1)
+        s, k = rng.uniform(5, 30, n).astype(np.float32), rng.uniform(1, 100, n).astype(np.float32)
+        t = rng.uniform(0.25, 10, n).astype(np.float32)
+        step = anp.jit(lambda s_, k_, t_: black_scholes(anp, anp.erf, s_, k_, t_))
+        args = (anp.asarray(s), anp.asarray(k), anp.asarray(t))
+        keep: list[Any] = [None]
 
-    out = timed(run, adaptune_sync, iters, repeats)
-    plain = black_scholes(anp, anp.erf, *args)
-    err = max(float(np.abs(j.get() - p.get()).max()) for j, p in zip(keep[0], plain, strict=True))
-    return {**out, "max_abs_diff_vs_plain": err, "replayed": bool(step.traces)}
+        def run() -> None:
+            keep[0] = step(*args)
+
+        out = timed(run, adaptune_sync, iters, repeats)
+        plain = black_scholes(anp, anp.erf, *args)
+        err = max(float(np.abs(j.get() - p.get()).max()) for j, p in zip(keep[0], plain, strict=True))
+        want = black_scholes(np, np_erf, *(x.astype(np.float64) for x in (s, k, t)))
+        rel = max(float(np.max(np.abs(g.get() - w) / (np.abs(w) + 1))) for g, w in zip(keep[0], want, strict=True))
+        return {**out, "max_abs_diff_vs_plain": err, "max_rel_err_vs_float64": rel, "replayed": bool(step.traces)}
+    finally:
+        if fast_math:
+            lang_session.use_runtime(previous)
 
 
 def _jit_shallow_water(n: int, iters: int, repeats: int) -> dict[str, Any]:
@@ -291,8 +305,12 @@ def summary(res: dict[str, Any], old: dict[str, Any]) -> str:
                "kernels_ms": r["adaptune_kernels_only"]["ms"], "jax_ms": r.get("jax", {}).get("ms"),
                "handwritten_ms": r.get("handwritten", {}).get("ms"),
                "old_plain_ms": o.get("adaptune", {}).get("ms"), "old_jax_ms": o.get("jax", {}).get("ms")}
+        if "adaptune_jit_fast_math" in r:
+            row["jit_fast_math_ms"] = r["adaptune_jit_fast_math"]["ms"]
         if row["jax_ms"]:
             row["jit_le_jax"] = row["jit_ms"] <= row["jax_ms"]
+            if "jit_fast_math_ms" in row:
+                row["jit_fast_math_le_jax"] = row["jit_fast_math_ms"] <= row["jax_ms"]
         if row["handwritten_ms"]:
             row["jit_le_1.1x_handwritten"] = row["jit_ms"] <= 1.1 * row["handwritten_ms"]
         rows.append(row)

@@ -244,6 +244,8 @@ def bench_black_scholes(peers: Peers, n: int, iters: int, repeats: int) -> dict[
                 res[0] = jbs(j_s, j_k, j_t)
 
             out["jax"] = timed(jrun, lambda: res[0][0].block_until_ready(), iters, repeats)
+            out["jax_max_rel_err_vs_float64"] = float(max(
+                np.max(np.abs(np.asarray(g) - w) / (np.abs(w) + 1)) for g, w in zip(res[0], want, strict=False)))
     elif peers.kind == "opencl":
         out["numpy"] = timed(lambda: black_scholes(np, np_erf, s, k, t), lambda: None, max(1, iters // 4), repeats,
                              warmup=1)

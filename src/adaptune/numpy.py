@@ -48,11 +48,14 @@ def last_flush() -> FlushStats:
     return session().last
 
 
-def use_device(kind: str | None = None) -> None:
-    """Switch to a fresh session on ``"cuda"`` or ``"opencl"`` (pending work is flushed first)."""
+def use_device(kind: str | None = None, *, fast_math: bool = False) -> None:
+    """Switch to a fresh session on ``"cuda"`` or ``"opencl"`` (pending work is flushed first).
+
+    ``fast_math=True`` compiles with the compiler's relaxed floating point (approximate division and
+    transcendentals, as JAX/XLA's GPU code does); the default keeps NumPy's IEEE results."""
     from adaptune.lang.runtime import Runtime
 
-    use_runtime(Runtime(kind) if kind else None)
+    use_runtime(Runtime(kind, fast_math=fast_math) if kind or fast_math else None)
 
 
 def asnumpy(a: Any) -> _np.ndarray:

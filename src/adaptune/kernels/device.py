@@ -57,7 +57,7 @@ class Device(Protocol):
     def to_host(self, array: Any) -> np.ndarray: ...
     def copy(self, src: Any, dst: Any) -> None: ...
     def kernel(self, source: str, name: str, defines: Mapping[str, Any]) -> Kernel: ...
-    def kernel_text(self, code: str, name: str, what: str = "") -> Kernel: ...
+    def kernel_text(self, code: str, name: str, what: str = "", options: tuple[str, ...] = ()) -> Kernel: ...
     def synchronize(self) -> None: ...
     @property
     def multiprocessors(self) -> int: ...
@@ -80,7 +80,7 @@ class CupyDevice:
         props = cupy.cuda.runtime.getDeviceProperties(device_id)
         self.name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         self._sms = int(props["multiProcessorCount"])
-        self._modules: dict[str, Any] = {}
+        self._modules: dict[tuple[str, tuple[str, ...]], Any] = {}
         self._launchers: dict[tuple[Any, ...], Kernel] = {}
         self.compiles = 0
 
@@ -109,23 +109,28 @@ class CupyDevice:
     def kernel(self, source: str, name: str, defines: Mapping[str, Any]) -> Kernel:
         return _kept_launcher(self, source, name, defines)
 
-    def kernel_text(self, code: str, name: str, what: str = "") -> Kernel:
-        """Launcher for kernel ``name`` of complete source ``code`` (generated kernels too), compiled once."""
-        module = self._modules.get(code)
-        if module is None:
-            try:
-                module = self.cp.RawModule(code=code, options=("--std=c++17",))
-                module.compile()
-            except Exception as exc:  # CuPy raises CompileException with the NVRTC log
-                raise KernelSourceError(f"{what or name} does not compile: {exc}") from exc
-            self._modules[code] = module
-            self.compiles += 1
-        function = module.get_function(name)
+    def kernel_text(self, code: str, name: str, what: str = "", options: tuple[str, ...] = ()) -> Kernel:
+        """Launcher for kernel ``name`` of complete source ``code`` (generated kernels too), compiled once
+        per (code, NVRTC ``options``)."""
+        function = self.function(code, name, what, options)
 
         def launch(grid: int, block: int, args: Sequence[Any]) -> None:
             function((int(grid),), (int(block),), tuple(args))
 
         return launch
+
+    def function(self, code: str, name: str, what: str = "", options: tuple[str, ...] = ()) -> Any:
+        """CuPy's ``Function`` for ``name`` (the fastest launcher: ``fn((grid,), (block,), args)``)."""
+        module = self._modules.get((code, options))
+        if module is None:
+            try:
+                module = self.cp.RawModule(code=code, options=("--std=c++17", *options))
+                module.compile()
+            except Exception as exc:  # CuPy raises CompileException with the NVRTC log
+                raise KernelSourceError(f"{what or name} does not compile: {exc}") from exc
+            self._modules[(code, options)] = module
+            self.compiles += 1
+        return module.get_function(name)
 
     def synchronize(self) -> None:
         self.cp.cuda.Device().synchronize()
@@ -143,8 +148,8 @@ class OpenCLDevice:
         self.queue = cl.CommandQueue(self.ctx)
         self.name = self.ctx.devices[0].name
         self.xp = np
-        self._programs: dict[str, Any] = {}
-        self._functions: dict[tuple[str, str], Any] = {}
+        self._programs: dict[tuple[str, tuple[str, ...]], Any] = {}
+        self._functions: dict[tuple[str, tuple[str, ...], str], Any] = {}
         self._launchers: dict[tuple[Any, ...], Kernel] = {}
         self.compiles = 0
 
@@ -173,19 +178,20 @@ class OpenCLDevice:
     def kernel(self, source: str, name: str, defines: Mapping[str, Any]) -> Kernel:
         return _kept_launcher(self, source, name, defines)
 
-    def kernel_text(self, code: str, name: str, what: str = "") -> Kernel:
-        """Launcher for kernel ``name`` of complete source ``code`` (generated kernels too), built once."""
-        program = self._programs.get(code)
+    def kernel_text(self, code: str, name: str, what: str = "", options: tuple[str, ...] = ()) -> Kernel:
+        """Launcher for kernel ``name`` of complete source ``code`` (generated kernels too), built once per
+        (code, build ``options``)."""
+        program = self._programs.get((code, options))
         if program is None:
             try:
-                program = self.cl.Program(self.ctx, code).build()
+                program = self.cl.Program(self.ctx, code).build(options=list(options))
             except self.cl.Error as exc:
                 raise KernelSourceError(f"{what or name} does not compile: {exc}") from exc
-            self._programs[code] = program
+            self._programs[(code, options)] = program
             self.compiles += 1
-        function = self._functions.get((code, name))
+        function = self._functions.get((code, options, name))
         if function is None:
-            function = self._functions[(code, name)] = self.cl.Kernel(program, name)
+            function = self._functions[(code, options, name)] = self.cl.Kernel(program, name)
         queue, array_type = self.queue, self.cla.Array
 
         def launch(grid: int, block: int, args: Sequence[Any]) -> None:

@@ -132,6 +132,7 @@ class Step:
     source: str
     bytes: int
     items: int = 0
+    per_item: int = 1  # elements per work-item (``codegen.elementwise``): grid = items / (block * per_item)
     fn: Any = None  # the raw launcher ``fn((grid,), (block,), args)`` (CuPy's Function on CUDA)
 
 
@@ -308,9 +309,10 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
                 block = codegen.TILE * codegen.TILE_ROWS
                 grid = codegen.tiled_groups(nodes[0].shape)
             else:
-                src, ctx = codegen.elementwise(nodes, external)
-                block = min(256, runtime.max_block)
-                grid = -(-nodes[0].size // block)
+                per_item = items_per_work_item(nodes[0].size, runtime)
+                src, ctx = codegen.elementwise(nodes, external, per_item)
+                block = min(128 if per_item > 1 else 256, runtime.max_block)  # 128: best with 4 per item on the H100
+                grid = -(-nodes[0].size // (block * per_item))
             outs = []
             for node in nodes:
                 slot_of[id(node)] = ("tmp", n_tmp)
@@ -319,6 +321,7 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
             what = _describe(nodes) + (" (tiled transpose)" if tiled else "")
             steps.append(_step(runtime, src, ctx, outs, slot_of, grid, block, what))
             steps[-1].items = 0 if tiled else nodes[0].size  # a tiled kernel's geometry is fixed
+            steps[-1].per_item = 1 if tiled else per_item
         else:
             rs = codegen.reduce_shape(nodes[0])
             variant, params = choose(rs, nodes[0], runtime)
@@ -429,6 +432,17 @@ def _describe(nodes: Sequence[Node]) -> str:
             if m is n or not isinstance(m, Reduce):
                 stack.extend(m.children)
     return ", ".join(names) or "copy"
+
+
+#: elements per work-item of a large element-wise kernel, and from how many full waves of the device on
+ELEMENTS_PER_ITEM, WAVES_FOR_MORE_PER_ITEM = 4, 4
+
+
+def items_per_work_item(n: int, runtime: Runtime) -> int:
+    """4 elements per work-item once one per item would fill the device ``WAVES_FOR_MORE_PER_ITEM`` times over
+    (2048 resident work-items per multiprocessor): enough work-groups remain to balance, and each item has
+    four independent loads in flight. Smaller kernels keep one element per item (more parallelism)."""
+    return ELEMENTS_PER_ITEM if n >= WAVES_FOR_MORE_PER_ITEM * ELEMENTS_PER_ITEM * 2048 * runtime.multiprocessors else 1
 
 
 def _step(runtime: Runtime, src: str, ctx: codegen.Ctx, outs, slot_of, grid: int, block: int,

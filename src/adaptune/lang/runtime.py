@@ -31,14 +31,22 @@ def header() -> str:
     return resources.files("adaptune.kernels").joinpath("dialect.h").read_text() + "\n" + prelude()
 
 
+FAST_MATH_OPTION = {"cuda": "--use_fast_math", "opencl": "-cl-fast-relaxed-math"}
+
+
 class Runtime:
     """One device: allocate, upload, download, compile generated text, launch 1-D (grid, block)."""
 
-    def __init__(self, kind: str | None = None, device: Any = None) -> None:
+    def __init__(self, kind: str | None = None, device: Any = None, fast_math: bool = False) -> None:
+        """``fast_math``: compile generated kernels with the compiler's relaxed floating point (CUDA
+        ``--use_fast_math``, OpenCL ``-cl-fast-relaxed-math``: approximate division, square root and
+        transcendentals, denormals flushed). Off by default: results then follow NumPy's IEEE arithmetic."""
         kind = kind or os.environ.get("ADAPTUNE_LANG_DEVICE") or ("cuda" if _cuda_available() else "opencl")
         if kind not in ("cuda", "opencl"):
             raise ValueError(f"ADAPTUNE_LANG_DEVICE must be 'cuda' or 'opencl', not {kind!r}")
         self.kind = kind
+        self.fast_math = fast_math
+        self.options: tuple[str, ...] = ((FAST_MATH_OPTION[kind],) if fast_math else ())
         self.device = device or (CupyDevice() if kind == "cuda" else OpenCLDevice())
         self.name = self.device.name
         self.xp = self.device.xp
@@ -110,7 +118,7 @@ class Runtime:
         """Compile generated dialect text (cached by text on the device) and return ``launch(grid, block, args)``."""
         before, t0 = self.device.compiles, time.perf_counter()
         try:
-            launch = self.device.kernel_text(self._header + source, name, f"kernel for {what or name}")
+            launch = self.device.kernel_text(self._header + source, name, f"kernel for {what or name}", self.options)
         except KernelSourceError as exc:
             raise KernelCompileError(str(exc)) from exc
         if self.device.compiles != before:
@@ -126,9 +134,7 @@ class Runtime:
         """
         launch = self.compile(source, name)
         if self.kind == "cuda":
-            module = getattr(self.device, "_modules", {}).get(self._header + source)
-            if module is not None:
-                return module.get_function(name)
+            return self.device.function(self._header + source, name, options=self.options)  # compiled: cached
         return _Tupled(launch)
 
     def synchronize(self) -> None:

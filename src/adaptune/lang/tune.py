@@ -56,12 +56,12 @@ class WorkGroupTuner:
                 times = {r.config["block"]: r.time_ms for r in self.store.results(problem, device, inp)}
             block = int(best.config["block"])
             step.block = block
-            step.grid = -(-step.items // block)
+            step.grid = -(-step.items // (block * step.per_item))
             self.report.append({"kernel": digest, "what": step.what, "items": step.items, "best_block": block,
                                 "default_block": default, "times_ms": times})
 
     def _measure(self, step: Step, args: list, runtime: Runtime, block: int) -> Result:
-        grid = -(-step.items // block)
+        grid = -(-step.items // (block * step.per_item))
         step.launch(grid, block, args)
         runtime.synchronize()
         samples = []
