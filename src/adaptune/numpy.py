@@ -20,7 +20,18 @@ from typing import Any
 import numpy as _np
 
 from adaptune.lang import ops as _ops
-from adaptune.lang.array import LazyArray, apply, asarray, divmod_, dot, eager, matmul, mean, reduce
+from adaptune.lang.array import (
+    LazyArray,
+    apply,
+    asarray,
+    divmod_,
+    dot,
+    eager,
+    eager_numpy,
+    matmul,
+    mean,
+    reduce,
+)
 from adaptune.lang.eager import FallbackWarning
 from adaptune.lang.ir import Scalar, View, check_dtype
 from adaptune.lang.jit import jit
@@ -226,19 +237,9 @@ def __getattr__(name: str) -> Any:
     target = getattr(_np, name, None)
     if callable(target):
         def fallback(*args: Any, **kwargs: Any) -> Any:
-            return eager(name, _xp_function(name), *args, **kwargs)
+            return eager_numpy(name, *args, **kwargs)
 
         fallback.__name__ = name
         fallback.__doc__ = f"``numpy.{name}``, run eagerly (not compiled by adaptune)."
         return fallback
     raise AttributeError(f"module 'adaptune.numpy' has no attribute {name!r}")
-
-
-def _xp_function(name: str) -> Any:
-    """``name`` from the device's array module; a clear error where CuPy lacks it."""
-    xp = session().runtime.xp
-    fn = getattr(xp, name, None)
-    if fn is None:
-        raise NotImplementedError(f"adaptune.numpy: {name} is not supported on this device "
-                                  f"({xp.__name__} has no {name})")
-    return fn

@@ -172,8 +172,11 @@ def test_every_numpy_function_compiles_falls_back_or_says_not_supported():
             else:
                 bad.append(f"{name}: {type(exc).__name__}: {exc}")
             continue
-        if name in ARBITRARY:
-            got, want = np.empty_like(_host(got)), np.empty_like(want)
+        if name in ARBITRARY:  # whatever memory held: shape and dtype only
+            ok = _host(got).shape == np.shape(want) and _host(got).dtype == np.asarray(want).dtype
+            if not ok:
+                bad.append(f"{name}: differs from NumPy")
+            continue
         if not _same(got, want):
             bad.append(f"{name}: differs from NumPy")
     assert walked > 250, walked

@@ -651,6 +651,19 @@ def _to_xp(obj: Any, cuda: bool) -> Any:
     return obj
 
 
+def _to_host(obj: Any) -> Any:
+    """Every lazy or CuPy array inside ``obj`` (nested lists, tuples, dicts) as a NumPy array."""
+    if isinstance(obj, LazyArray):
+        return obj.get()
+    if type(obj) is list or type(obj) is tuple:
+        return type(obj)(_to_host(o) for o in obj)
+    if type(obj) is dict:
+        return {k: _to_host(v) for k, v in obj.items()}
+    if type(obj).__module__.startswith("cupy") and hasattr(obj, "get"):
+        return obj.get()
+    return obj
+
+
 def _cupy() -> Any:
     import cupy  # optional: only reached on a CUDA session, which needs CuPy (extra ``cuda``)
 
@@ -669,22 +682,48 @@ def _wrap(result: Any) -> Any:
     return result
 
 
+#: what CuPy raises where its version of a NumPy function takes other arguments or shapes than NumPy's
+CUPY_DIFFERS = (TypeError, ValueError, NotImplementedError, AttributeError)
+
+
 def eager(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Warn once, then compute ``fn(*args, **kwargs)`` with the device's array module and wrap the result."""
     warn_once(name)
     return library(name, fn, *args, **kwargs)
 
 
-def library(name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn`` on array-module values: lazy arrays anywhere in the arguments are computed and handed over as
-    NumPy would take them; a lazy ``out=`` receives the result as a recorded write (and is returned)."""
+def eager_numpy(name: str, *args: Any, **kwargs: Any) -> Any:
+    """NumPy's function ``name``, run eagerly with the device's array module.
+
+    On CUDA, where CuPy lacks the function or rejects arguments NumPy takes (CuPy's ``clip`` wants its bounds
+    by position, its ``percentile`` a 1-d ``q``, it has no ``block``, ...), NumPy computes it on host copies
+    instead, so a program written for NumPy runs; NumPy's own error is raised where NumPy rejects them too."""
+    warn_once(name)
+    runtime = session().runtime
+    fn = getattr(runtime.xp, name, None)
+    if fn is not None:
+        try:
+            return library(name, fn, *args, **kwargs)
+        except CUPY_DIFFERS:
+            if runtime.kind != "cuda":
+                raise
+    return library(name, getattr(np, name), *args, host=True, **kwargs)
+
+
+def library(name: str, fn: Callable[..., Any], *args: Any, host: bool = False, **kwargs: Any) -> Any:
+    """``fn`` on array-module values (``host``: on NumPy arrays): lazy arrays anywhere in the arguments are
+    computed and handed over as NumPy would take them; a lazy ``out=`` receives the result as a recorded write
+    (and is returned)."""
     out = kwargs.pop("out", None)
     lazy_out = isinstance(out, LazyArray) or (
         type(out) is tuple and any(isinstance(o, LazyArray) for o in out))
     if out is not None and not lazy_out:
         kwargs["out"] = out
-    cuda = session().runtime.kind == "cuda"
-    result = _wrap(fn(*_to_xp(args, cuda), **_to_xp(kwargs, cuda)))
+    if host:
+        result = _wrap(fn(*_to_host(args), **_to_host(kwargs)))
+    else:
+        cuda = session().runtime.kind == "cuda"
+        result = _wrap(fn(*_to_xp(args, cuda), **_to_xp(kwargs, cuda)))
     if not lazy_out:
         return result
     outs, results = (out, result) if type(out) is tuple else ((out,), (result,))
