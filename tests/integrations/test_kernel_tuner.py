@@ -178,7 +178,7 @@ def test_strategies_and_budgets(kt_env, vector_args):
 @pytest.mark.parametrize(("option", "value"), [
     ("cmem_args", {"d_filter": np.zeros(4, np.float32)}), ("texmem_args", {"tex": {"array": np.zeros(4)}}),
     ("compiler", "nvcc"), ("objectives", {"time": False, "energy": False}),
-    ("smem_args", {"size": 64}), ("lang", "C"), ("lang", "HIP"),
+    ("smem_args", {"size": 64}), ("lang", "HIP"), ("lang", "FORTRAN"),
 ])
 def test_options_adaptune_cannot_honour_are_refused_by_name(kt_env, vector_args, option, value):
     size, args, _ = vector_args

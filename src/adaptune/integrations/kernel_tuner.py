@@ -29,6 +29,7 @@ from typing import Any
 
 from adaptune.backends import DeviceArray, device_name, list_devices, make_backend
 from adaptune.integrations.kt_args import (
+    device_argument,
     grid_divisors,
     kernel_spec,
     observer_names,
@@ -100,11 +101,10 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     """Tune a kernel as Kernel Tuner's ``tune_kernel`` does; returns ``(results, env)`` in its shapes."""
     start = time.perf_counter()
     setup_log(kernel_name, log)
-    _refuse_unsupported(texmem_args=texmem_args, compiler=compiler, objectives=objectives,
-                        parallel=parallel and cache)
+    _refuse_unsupported(texmem_args=texmem_args, objectives=objectives, parallel=parallel and cache)
     objective, higher = _objective(objective, objective_higher_is_better)
     first = None if simulation_mode or parallel else source_backend(kernel_source, lang)
-    with spare_worker(first or "", (platform, device) if first == "opencl" else device):  # it starts while we prepare
+    with spare_worker(first or "", first and device_argument(first, kernel_source, platform, device, compiler)):
         name, template_params, hidden = template_instance(kernel_name, list(tune_params))
         spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
                                     grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
@@ -120,7 +120,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         adaptune_observers, observables = observer_names(observers)
         names = list(tune_params)
         path = cache_path(cache) if cache else None
-        where = (platform, device) if backend == "opencl" else device
+        where = device_argument(backend, kernel_source, platform, device, compiler)
         if verbose and not quiet:
             print(f"Searchspace has {len(space)} configurations after restrictions.")
         if simulation_mode:
@@ -158,7 +158,7 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
     """Compile and run one configuration once (in this process, as Kernel Tuner does); returns every
     argument after the run: arrays copied back from the device, scalars as given."""
     setup_log(kernel_name, log)
-    _refuse_unsupported(texmem_args=texmem_args, compiler=compiler)
+    _refuse_unsupported(texmem_args=texmem_args)
     name, template_params, hidden = template_instance(kernel_name, list(params))
     spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
                                 grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
@@ -166,7 +166,7 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
                                 compiler_options=compiler_options, defines=defines, template=(name, template_params),
                                 cmem_args=cmem_args)
     config = {**params, **hidden}
-    dev = make_backend(backend, (platform, device) if backend == "opencl" else device)
+    dev = make_backend(backend, device_argument(backend, kernel_source, platform, device, compiler))
     try:
         geo, defines_, targs, _, _ = runners.kernel_source(spec, config, backend)
         kernel = dev.compile(spec.text_for(config), spec.name, defines_, spec.compiler_options, targs)
@@ -183,8 +183,6 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
 # ---------------------------------------------------------------------------------------------- helpers
 def _refuse_unsupported(**given: Any) -> None:
     why = {"texmem_args": "texture memory arguments are not supported by adaptune's backends",
-           "compiler": "adaptune compiles with the device's own compiler (NVRTC, OpenCL); there is no host "
-                       "compiler to choose",
            "parallel": "a cache is not read by parallel runs; drop one of the two",
            "objectives": "several objectives (a Pareto front) are not supported; give one objective"}
     for name, value in given.items():

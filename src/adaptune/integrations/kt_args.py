@@ -26,7 +26,7 @@ from adaptune.space import Space
 
 DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
 #: Kernel Tuner's ``lang`` (upper-cased) -> adaptune backend; the others have no adaptune backend.
-LANGS = {"CUDA": "cuda", "CUPY": "cuda", "NVCUDA": "cuda", "OPENCL": "opencl"}
+LANGS = {"CUDA": "cuda", "CUPY": "cuda", "NVCUDA": "cuda", "OPENCL": "opencl", "C": "c"}
 #: Kernel Tuner's strategies -> adaptune's of the same family (docs/kernel_tuner.md).
 STRATEGIES = {
     "brute_force": "brute_force", "random_sample": "random",
@@ -95,13 +95,26 @@ def detect_lang(text: str | Callable[..., str], lang: str | None) -> str:
         lang = "CUDA" if "__global__" in lowered else "OpenCL" if "__kernel" in lowered else "C"
     backend = LANGS.get(str(lang).upper())
     if backend is None:
-        raise refuse("lang", f"{lang!r} has no adaptune backend (adaptune runs CUDA, CuPy, NVCUDA and OpenCL kernels)")
+        raise refuse("lang", f"{lang!r} has no adaptune backend (adaptune runs CUDA, CuPy, NVCUDA, OpenCL and C code)")
     return backend
 
 
 def source_backend(kernel_source: Any, lang: str | None) -> str:
     """adaptune's backend for this kernel source and ``lang`` (what :func:`kernel_spec` will choose)."""
     return detect_lang(kernel_text(split_sources(kernel_source)[0]), lang)
+
+
+def device_argument(backend: str, kernel_source: Any, platform: int, device: int, compiler: str | None) -> Any:
+    """What adaptune's backend takes as its device: OpenCL (platform, device); CUDA the device index; C (Kernel
+    Tuner ignores the device there) the compiler and the suffix of the user's file, which pick how it compiles."""
+    if backend == "c":
+        own = split_sources(kernel_source)[0]
+        named = isinstance(own, str | Path) and looks_like_a_filename(str(own))
+        return compiler or "g++", Path(own).suffix if named and Path(own).suffix else None
+    if compiler:
+        raise refuse("compiler", "adaptune compiles CUDA and OpenCL kernels with the device's own compiler "
+                     "(NVRTC, OpenCL); a host compiler is chosen only for lang='C'")
+    return (platform, device) if backend == "opencl" else device
 
 
 def host_arguments(arguments: Sequence[Any], what: str = "arguments") -> list[Any]:

@@ -21,7 +21,7 @@ from adaptune.backends.signature import check_kernel_arguments
 Tolerance = float | Sequence[float | None]
 Answer = Sequence[Any] | Callable[[list[Any]], bool] | None
 SizeTerm = int | str | Callable[[dict[str, Any]], int]
-LANGS = ("opencl", "cuda")
+LANGS = ("opencl", "cuda", "c")
 
 
 def _check_arguments(arguments: Sequence[Any]) -> None:
