@@ -101,7 +101,11 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     """Tune a kernel as Kernel Tuner's ``tune_kernel`` does; returns ``(results, env)`` in its shapes."""
     start = time.perf_counter()
     setup_log(kernel_name, log)
-    _refuse_unsupported(texmem_args=texmem_args, objectives=objectives, parallel=parallel and cache)
+    _refuse_unsupported(texmem_args=texmem_args, objectives=objectives)
+    if parallel is None:  # Kernel Tuner's switch for scripts that do not pass it
+        parallel = bool(os.environ.get("KERNEL_TUNER_PARALLEL"))
+    if parallel and simulation_mode:
+        raise ValueError("Enabling `parallel` and `simulation_mode` together is not supported")
     objective, higher = _objective(objective, objective_higher_is_better)
     first = None if simulation_mode or parallel else source_backend(kernel_source, lang)
     with spare_worker(first or "", first and device_argument(first, kernel_source, platform, device, compiler)):
@@ -183,7 +187,6 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
 # ---------------------------------------------------------------------------------------------- helpers
 def _refuse_unsupported(**given: Any) -> None:
     why = {"texmem_args": "texture memory arguments are not supported by adaptune's backends",
-           "parallel": "a cache is not read by parallel runs; drop one of the two",
            "objectives": "several objectives (a Pareto front) are not supported; give one objective"}
     for name, value in given.items():
         if value:
