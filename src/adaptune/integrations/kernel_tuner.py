@@ -50,7 +50,7 @@ from adaptune.integrations.kt_results import (
     result_row,
     write_cache,
 )
-from adaptune.measure import runners
+from adaptune.measure import ArgumentChoice, runners
 from adaptune.measure.process import spare_worker
 from adaptune.records import DeviceInfo, Result
 from adaptune.search import make_strategy
@@ -110,18 +110,19 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     first = None if simulation_mode or parallel else source_backend(kernel_source, lang)
     with spare_worker(first or "", first and device_argument(first, kernel_source, platform, device, compiler)):
         name, template_params, hidden = template_instance(kernel_name, list(tune_params))
+        adaptune_observers, observables, output_observers = observer_names(observers)
         spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
                                     grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
                                     block_size_names=block_size_names, answer=answer, atol=atol, verify=verify,
                                     smem_args=smem_args, compiler_options=compiler_options, defines=defines,
-                                    template=(name, template_params), cmem_args=cmem_args)
+                                    template=(name, template_params), cmem_args=cmem_args,
+                                    output_observers=output_observers)
         space = search_space(tune_params, restrictions, hidden)
         spec = portable_source(spec, space)
         ours, options, max_evals, max_seconds = strategy_choice(strategy, strategy_options, len(space))
         if objective != "time" and ours != "brute_force":
             raise refuse("objective", f"{objective!r} with strategy {strategy!r}: adaptune's searches minimise time; "
                          "other objectives are honoured with brute_force (the best is chosen by the objective)")
-        adaptune_observers, observables = observer_names(observers)
         names = list(tune_params)
         path = cache_path(cache) if cache else None
         where = device_argument(backend, kernel_source, platform, device, compiler)
@@ -135,7 +136,8 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         if path is not None and path.is_file():
             previous = read_cache(path, device_name(backend, where), kernel_name, problem_size, names)
         known = [Result(**{**r.__dict__, "config": {**r.config, **hidden}}) for r in previous.results] if previous else []
-        problem = Problem(kernel_name, spec, space, input_name=_input_name(problem_size, spec.answer is not None),
+        problem = Problem(kernel_name, spec, space, input_name=_input_name(problem_size, spec.answer is not None,
+                                                                       [o.key for o in output_observers]),
                           known_results=known)
         prepared = time.perf_counter() - start
         report = tune(problem, ours, max_evals=max_evals, max_seconds=max_seconds, repeats=iterations, backend=backend,
@@ -176,7 +178,7 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
         kernel = dev.compile(spec.text_for(config), spec.name, defines_, spec.compiler_options, targs)
         if spec.constant_args:
             dev.set_constants(kernel, spec.constant_args)
-        args = dev.allocate(spec.arguments)
+        args = dev.allocate([a.make(a.pick(config)) if isinstance(a, ArgumentChoice) else a for a in spec.arguments])
         dev.launch(kernel, geo.grid, geo.block, args, geo.shared_mem)
         dev.synchronize()
         return [dev.copy_out(a) if isinstance(a, DeviceArray) else a for a in args]
@@ -213,11 +215,12 @@ def _objective(objective: str | None, higher: bool | None) -> tuple[str, bool]:
     return objective, bool(higher)
 
 
-def _input_name(problem_size: Any, checked: bool) -> str:
-    """The store's input: the problem size, and whether outputs are checked (a checked run never reuses
-    unchecked results)."""
+def _input_name(problem_size: Any, checked: bool, observed: Sequence[str] = ()) -> str:
+    """The store's input: the problem size, whether outputs are checked and which output observers report (a
+    checked or observed run never reuses results that lack them)."""
     name = "callable" if callable(problem_size) else problem_size_name(problem_size)
-    return f"{name} checked" if checked else name
+    name = f"{name} checked" if checked else name
+    return f"{name} observed {','.join(observed)}" if observed else name
 
 
 def _phases(prepared: float, phases: Mapping[str, float]) -> dict[str, float]:
