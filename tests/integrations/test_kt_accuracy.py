@@ -66,6 +66,10 @@ def test_a_tunable_picks_its_array_and_run_kernel_uses_it(kt_env):
                      [np.int32(8), layouts, layouts, np.zeros(8, np.float32)], {"block_size_x": 8, "scale_by": 2},
                      lang="OpenCL")
     np.testing.assert_allclose(out[3], 4 * x)
+    by_expression = tunable_argument(Tunable("scale_by * 2", {2: x, 4: 2 * x}), 0)  # parsed, never eval-ed
+    assert by_expression.pick({"scale_by": 2}) == 4
+    with pytest.raises(KeyError, match="should be one of: 2, 4"):
+        by_expression.pick({"scale_by": 3})
     assert adaptune.accuracy.TunablePrecision is TunablePrecision  # import adaptune as kernel_tuner: kernel_tuner.accuracy
 
 

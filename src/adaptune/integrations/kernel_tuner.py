@@ -50,7 +50,8 @@ from adaptune.integrations.kt_results import (
     result_row,
     write_cache,
 )
-from adaptune.measure import ArgumentChoice, runners
+from adaptune.measure import runners
+from adaptune.measure.choice import ArgumentChoice
 from adaptune.measure.process import spare_worker
 from adaptune.records import DeviceInfo, Result
 from adaptune.search import make_strategy

@@ -21,7 +21,8 @@ import cloudpickle
 import numpy as np
 
 from adaptune.accuracy import AccuracyObserver, TunablePrecision, observe_outputs
-from adaptune.measure import ArgumentChoice, KernelSpec
+from adaptune.measure import KernelSpec
+from adaptune.measure.choice import ArgumentChoice
 from adaptune.search import STRATEGIES as ADAPTUNE_STRATEGIES
 from adaptune.space import Space
 

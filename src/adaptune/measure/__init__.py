@@ -4,7 +4,6 @@
 in-process timing of Python code.
 """
 
-from adaptune.measure.choice import ArgumentChoice
 from adaptune.measure.geometry import Geometry, SpecError, launch_geometry
 from adaptune.measure.measurer import Measurer, MeasureSetupError
 from adaptune.measure.observers import NVMLObserver, ObserverError
@@ -13,7 +12,6 @@ from adaptune.measure.timing import median_ci, time_callable
 from adaptune.measure.verify import poison_value
 
 __all__ = [
-    "ArgumentChoice",
     "CallableSpec",
     "Geometry",
     "KernelSpec",

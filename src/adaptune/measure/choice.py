@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from adaptune.space.safe_expr import compile_vector
-
 
 @lru_cache(maxsize=64)
 def _expression(text: str) -> Any:
+    # imported here, as in measure.geometry: only expression keys need the parser (not the worker's start)
+    from adaptune.space.safe_expr import compile_vector
+
     return compile_vector(text, None, "argument choice key")[0]
 
 

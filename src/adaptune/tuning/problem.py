@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from adaptune.measure import ArgumentChoice, CallableSpec, KernelSpec
+from adaptune.measure import CallableSpec, KernelSpec
+from adaptune.measure.choice import ArgumentChoice
 from adaptune.records import Result
 from adaptune.space import Space
 
