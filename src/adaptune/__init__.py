@@ -33,7 +33,7 @@ _LAZY: dict[str, str] = {
     "TuningFailedWarning": "adaptune.tuning",
     # Kernel Tuner drop-in: `from adaptune import tune_kernel` or `import adaptune as kernel_tuner`
     "tune_kernel": "adaptune.integrations.kernel_tuner", "run_kernel": "adaptune.integrations.kernel_tuner",
-    "strategies": "adaptune.integrations.kt_args",
+    "strategies": "adaptune.integrations.kt_args", "accuracy": "adaptune.accuracy",
     # adaptive selection
     "CodeVariant": "adaptune.adaptive", "evaluate": "adaptune.adaptive", "learning_curves": "adaptune.adaptive",
     "EvaluationReport": "adaptune.adaptive", "TrainReport": "adaptune.adaptive",

@@ -15,7 +15,8 @@ def lazy_getattr(package: str, names: Mapping[str, str], namespace: dict[str, An
         module = names.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(module), name)
+        imported = importlib.import_module(module)
+        value = imported if module == f"{package}.{name}" else getattr(imported, name)  # a submodule names itself
         namespace[name] = value
         return value
 

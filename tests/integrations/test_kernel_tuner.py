@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 import adaptune
+from adaptune.integrations import kernel_tuner as drop_in
 from adaptune.integrations.kernel_tuner import run_kernel, tune_kernel
 from adaptune.integrations.kt_args import UnsupportedOption, template_instance
 from adaptune.space import ConstraintError
+from adaptune.store import load_kt_cache
 from tests.integrations.kt_kernels import SCALE_2D, VECTOR_ADD
 
 
@@ -178,7 +180,7 @@ def test_strategies_and_budgets(kt_env, vector_args):
 @pytest.mark.parametrize(("option", "value"), [
     ("cmem_args", {"d_filter": np.zeros(4, np.float32)}), ("texmem_args", {"tex": {"array": np.zeros(4)}}),
     ("compiler", "nvcc"), ("objectives", {"time": False, "energy": False}),
-    ("smem_args", {"size": 64}), ("lang", "C"), ("lang", "HIP"),
+    ("smem_args", {"size": 64}), ("lang", "HIP"), ("lang", "FORTRAN"),
 ])
 def test_options_adaptune_cannot_honour_are_refused_by_name(kt_env, vector_args, option, value):
     size, args, _ = vector_args
@@ -202,13 +204,18 @@ def test_observers_other_than_nvml_are_refused_and_nvml_needs_nvidia(kt_env, vec
         tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, observers=[NVMLObserver()], quiet=True)
 
 
-def test_parallel_runs_on_the_local_executor_and_refuses_a_cache(kt_env, vector_args):
+def test_parallel_runs_continue_a_cache_and_write_it_back(kt_env, vector_args):
     size, args, expected = vector_args
+    serial, _ = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32, 64, 128]}, cache="c",
+                            restrictions=["block_size_x <= 64"], quiet=True, iterations=1)
+    drop_in.settings.db = str(kt_env / "elsewhere.db")  # nothing in adaptune's store: only the cache knows 32 and 64
     results, env = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32, 64, 128]}, parallel=2,
-                               answer=[expected, None, None, None], quiet=True, iterations=1)
+                               answer=[expected, None, None, None], cache="c", quiet=True, iterations=1)
     assert sorted(r["block_size_x"] for r in results) == [32, 64, 128] and env["evaluated"] == 3
-    with pytest.raises(UnsupportedOption, match="^parallel:"):
-        tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [32]}, parallel=True, cache="c", quiet=True)
+    assert env["reused"] == 2 and env["failed"] == 0
+    cached = {r["block_size_x"]: r["time"] for r in serial}
+    assert {r["block_size_x"]: r["time"] for r in results if r["block_size_x"] in cached} == cached
+    assert sorted(r.config["block_size_x"] for r in load_kt_cache(kt_env / "c.json").results) == [32, 64, 128]
 
 
 def test_restriction_text_is_parsed_never_evaluated(kt_env, vector_args):

@@ -64,3 +64,38 @@ def test_constant_memory_templates_shared_memory_and_nvml(gpu_env):
                              cmem_args={"weights": w}, smem_args={"size": 512}, lang="CUDA")
     np.testing.assert_allclose(out[0], expected, rtol=1e-6)
     assert env["device_name"]
+
+
+# lang="C" with CUDA host code, as Kernel Tuner's pnpoly_cupy.py: the kernel reads and writes the arguments'
+# host memory through device-mapped pointers and the function returns its own event time
+HOST_LAUNCH = r"""
+#include <cuda_runtime.h>
+__global__ void twice_kernel(float *out, const float *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 2.0f * x[i];
+}
+extern "C" float twice_on_gpu(float *out, const float *x, int n) {
+    cudaEvent_t start, stop;
+    cudaEventCreate(&start);
+    cudaEventCreate(&stop);
+    cudaEventRecord(start);
+    twice_kernel<<<(n + block_size_x - 1) / block_size_x, block_size_x>>>(out, x, n);
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, start, stop);
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return cudaGetLastError() == cudaSuccess ? ms : -1.0f;
+}
+"""
+
+
+def test_c_host_code_built_by_nvcc_for_this_gpu_on_mapped_memory(gpu_env, tmp_path):
+    (tmp_path / "twice_host.cu").write_text(HOST_LAUNCH)
+    x = np.random.default_rng(0).random(1 << 16, dtype=np.float32)
+    results, env = drop_in.tune_kernel("twice_on_gpu", "twice_host.cu", x.size, [np.zeros_like(x), x, np.int32(x.size)],
+                                       {"block_size_x": [64, 256]}, answer=[2 * x, None, None], lang="C",
+                                       compiler_options=["-arch=sm_52"], quiet=True)  # an arch CUDA 13 rejects
+    assert all("__error__" not in r for r in results), [r.get("adaptune_error") for r in results]
+    assert all(r["time"] > 0 for r in results) and env["platform_name"] == "c"

@@ -15,7 +15,7 @@ def test_power_observables_kernel_tuner_moves_aside_are_still_reported():
     (its vector_add_observers.py example computes a metric from p["nvml_energy"])."""
     obs = nvml.NVMLObserver(["nvml_energy", "temperature"])
     assert "nvml_energy" not in obs.observables  # what the drop-in once read alone
-    assert observer_names([obs]) == (("nvml",), ["nvml_energy", "temperature"])
+    assert observer_names([obs]) == (("nvml",), ["nvml_energy", "temperature"], [])
     assert observer_names([nvml.NVMLObserver(["core_freq", "nvml_power"])])[1] == ["nvml_power", "core_freq"]
 
 

@@ -1,7 +1,7 @@
 """Device backends: compile, hold data, launch and time kernels on one device.
 
-``make_backend("opencl" | "cuda", device)`` gives a :class:`Backend`; ``"python"`` runs plain
-callables. Backend modules import their device library lazily, so importing this package never
+``make_backend("opencl" | "cuda" | "c", device)`` gives a :class:`Backend` (``"c"``: host functions built
+with a host compiler, Kernel Tuner's ``lang="C"``); ``"python"`` runs plain callables. Backend modules import their device library lazily, so importing this package never
 needs PyOpenCL or CuPy.
 """
 
@@ -22,7 +22,7 @@ from adaptune.backends.base import (
 )
 from adaptune.records import DeviceInfo
 
-BACKENDS = ("opencl", "cuda", "python")
+BACKENDS = ("opencl", "cuda", "c", "python")
 
 
 def make_backend(name: str, device: Any = None, cache_dir: str | None = None) -> Any:
@@ -36,6 +36,10 @@ def make_backend(name: str, device: Any = None, cache_dir: str | None = None) ->
         from adaptune.backends.cuda import CUDABackend
 
         return CUDABackend(device, cache_dir=cache_dir)
+    if name == "c":
+        from adaptune.backends.host_c import HostCBackend
+
+        return HostCBackend(device)
     if name == "python":
         from adaptune.backends.python import PythonBackend
 
@@ -70,6 +74,10 @@ def device_name(name: str, device: Any = 0) -> str:
         from adaptune.backends.cuda import cuda_device_name
 
         return cuda_device_name(device)
+    if name == "c":
+        from adaptune.backends.host_c import host_device_name
+
+        return host_device_name()
     raise ValueError(f"no device names for backend {name!r}")
 
 

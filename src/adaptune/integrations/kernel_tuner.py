@@ -29,6 +29,7 @@ from typing import Any
 
 from adaptune.backends import DeviceArray, device_name, list_devices, make_backend
 from adaptune.integrations.kt_args import (
+    device_argument,
     grid_divisors,
     kernel_spec,
     observer_names,
@@ -50,6 +51,7 @@ from adaptune.integrations.kt_results import (
     write_cache,
 )
 from adaptune.measure import runners
+from adaptune.measure.choice import ArgumentChoice
 from adaptune.measure.process import spare_worker
 from adaptune.records import DeviceInfo, Result
 from adaptune.search import make_strategy
@@ -100,27 +102,31 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     """Tune a kernel as Kernel Tuner's ``tune_kernel`` does; returns ``(results, env)`` in its shapes."""
     start = time.perf_counter()
     setup_log(kernel_name, log)
-    _refuse_unsupported(texmem_args=texmem_args, compiler=compiler, objectives=objectives,
-                        parallel=parallel and cache)
+    _refuse_unsupported(texmem_args=texmem_args, objectives=objectives)
+    if parallel is None:  # Kernel Tuner's switch for scripts that do not pass it
+        parallel = bool(os.environ.get("KERNEL_TUNER_PARALLEL"))
+    if parallel and simulation_mode:
+        raise ValueError("Enabling `parallel` and `simulation_mode` together is not supported")
     objective, higher = _objective(objective, objective_higher_is_better)
     first = None if simulation_mode or parallel else source_backend(kernel_source, lang)
-    with spare_worker(first or "", (platform, device) if first == "opencl" else device):  # it starts while we prepare
+    with spare_worker(first or "", first and device_argument(first, kernel_source, platform, device, compiler)):
         name, template_params, hidden = template_instance(kernel_name, list(tune_params))
+        adaptune_observers, observables, output_observers = observer_names(observers)
         spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
                                     grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
                                     block_size_names=block_size_names, answer=answer, atol=atol, verify=verify,
                                     smem_args=smem_args, compiler_options=compiler_options, defines=defines,
-                                    template=(name, template_params), cmem_args=cmem_args)
+                                    template=(name, template_params), cmem_args=cmem_args,
+                                    output_observers=output_observers)
         space = search_space(tune_params, restrictions, hidden)
         spec = portable_source(spec, space)
         ours, options, max_evals, max_seconds = strategy_choice(strategy, strategy_options, len(space))
         if objective != "time" and ours != "brute_force":
             raise refuse("objective", f"{objective!r} with strategy {strategy!r}: adaptune's searches minimise time; "
                          "other objectives are honoured with brute_force (the best is chosen by the objective)")
-        adaptune_observers, observables = observer_names(observers)
         names = list(tune_params)
         path = cache_path(cache) if cache else None
-        where = (platform, device) if backend == "opencl" else device
+        where = device_argument(backend, kernel_source, platform, device, compiler)
         if verbose and not quiet:
             print(f"Searchspace has {len(space)} configurations after restrictions.")
         if simulation_mode:
@@ -131,7 +137,8 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         if path is not None and path.is_file():
             previous = read_cache(path, device_name(backend, where), kernel_name, problem_size, names)
         known = [Result(**{**r.__dict__, "config": {**r.config, **hidden}}) for r in previous.results] if previous else []
-        problem = Problem(kernel_name, spec, space, input_name=_input_name(problem_size, spec.answer is not None),
+        problem = Problem(kernel_name, spec, space, input_name=_input_name(problem_size, spec.answer is not None,
+                                                                       [o.key for o in output_observers]),
                           known_results=known)
         prepared = time.perf_counter() - start
         report = tune(problem, ours, max_evals=max_evals, max_seconds=max_seconds, repeats=iterations, backend=backend,
@@ -158,7 +165,7 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
     """Compile and run one configuration once (in this process, as Kernel Tuner does); returns every
     argument after the run: arrays copied back from the device, scalars as given."""
     setup_log(kernel_name, log)
-    _refuse_unsupported(texmem_args=texmem_args, compiler=compiler)
+    _refuse_unsupported(texmem_args=texmem_args)
     name, template_params, hidden = template_instance(kernel_name, list(params))
     spec, backend = kernel_spec(kernel_name, kernel_source, problem_size, arguments, lang=lang,
                                 grid_div=grid_divisors(grid_div_x, grid_div_y, grid_div_z),
@@ -166,13 +173,13 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
                                 compiler_options=compiler_options, defines=defines, template=(name, template_params),
                                 cmem_args=cmem_args)
     config = {**params, **hidden}
-    dev = make_backend(backend, (platform, device) if backend == "opencl" else device)
+    dev = make_backend(backend, device_argument(backend, kernel_source, platform, device, compiler))
     try:
         geo, defines_, targs, _, _ = runners.kernel_source(spec, config, backend)
         kernel = dev.compile(spec.text_for(config), spec.name, defines_, spec.compiler_options, targs)
         if spec.constant_args:
             dev.set_constants(kernel, spec.constant_args)
-        args = dev.allocate(spec.arguments)
+        args = dev.allocate([a.make(a.pick(config)) if isinstance(a, ArgumentChoice) else a for a in spec.arguments])
         dev.launch(kernel, geo.grid, geo.block, args, geo.shared_mem)
         dev.synchronize()
         return [dev.copy_out(a) if isinstance(a, DeviceArray) else a for a in args]
@@ -183,9 +190,6 @@ def run_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argument
 # ---------------------------------------------------------------------------------------------- helpers
 def _refuse_unsupported(**given: Any) -> None:
     why = {"texmem_args": "texture memory arguments are not supported by adaptune's backends",
-           "compiler": "adaptune compiles with the device's own compiler (NVRTC, OpenCL); there is no host "
-                       "compiler to choose",
-           "parallel": "a cache is not read by parallel runs; drop one of the two",
            "objectives": "several objectives (a Pareto front) are not supported; give one objective"}
     for name, value in given.items():
         if value:
@@ -212,11 +216,12 @@ def _objective(objective: str | None, higher: bool | None) -> tuple[str, bool]:
     return objective, bool(higher)
 
 
-def _input_name(problem_size: Any, checked: bool) -> str:
-    """The store's input: the problem size, and whether outputs are checked (a checked run never reuses
-    unchecked results)."""
+def _input_name(problem_size: Any, checked: bool, observed: Sequence[str] = ()) -> str:
+    """The store's input: the problem size, whether outputs are checked and which output observers report (a
+    checked or observed run never reuses results that lack them)."""
     name = "callable" if callable(problem_size) else problem_size_name(problem_size)
-    return f"{name} checked" if checked else name
+    name = f"{name} checked" if checked else name
+    return f"{name} observed {','.join(observed)}" if observed else name
 
 
 def _phases(prepared: float, phases: Mapping[str, float]) -> dict[str, float]:

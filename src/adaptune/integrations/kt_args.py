@@ -20,13 +20,15 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
+from adaptune.accuracy import AccuracyObserver, TunablePrecision, observe_outputs
 from adaptune.measure import KernelSpec
+from adaptune.measure.choice import ArgumentChoice
 from adaptune.search import STRATEGIES as ADAPTUNE_STRATEGIES
 from adaptune.space import Space
 
 DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
 #: Kernel Tuner's ``lang`` (upper-cased) -> adaptune backend; the others have no adaptune backend.
-LANGS = {"CUDA": "cuda", "CUPY": "cuda", "NVCUDA": "cuda", "OPENCL": "opencl"}
+LANGS = {"CUDA": "cuda", "CUPY": "cuda", "NVCUDA": "cuda", "OPENCL": "opencl", "C": "c"}
 #: Kernel Tuner's strategies -> adaptune's of the same family (docs/kernel_tuner.md).
 STRATEGIES = {
     "brute_force": "brute_force", "random_sample": "random",
@@ -95,7 +97,7 @@ def detect_lang(text: str | Callable[..., str], lang: str | None) -> str:
         lang = "CUDA" if "__global__" in lowered else "OpenCL" if "__kernel" in lowered else "C"
     backend = LANGS.get(str(lang).upper())
     if backend is None:
-        raise refuse("lang", f"{lang!r} has no adaptune backend (adaptune runs CUDA, CuPy, NVCUDA and OpenCL kernels)")
+        raise refuse("lang", f"{lang!r} has no adaptune backend (adaptune runs CUDA, CuPy, NVCUDA, OpenCL and C code)")
     return backend
 
 
@@ -104,18 +106,62 @@ def source_backend(kernel_source: Any, lang: str | None) -> str:
     return detect_lang(kernel_text(split_sources(kernel_source)[0]), lang)
 
 
+def device_argument(backend: str, kernel_source: Any, platform: int, device: int, compiler: str | None) -> Any:
+    """What adaptune's backend takes as its device: OpenCL (platform, device); CUDA the device index; C (Kernel
+    Tuner ignores the device there) the compiler and the suffix of the user's file, which pick how it compiles."""
+    if backend == "c":
+        own = split_sources(kernel_source)[0]
+        named = isinstance(own, str | Path) and looks_like_a_filename(str(own))
+        return compiler or "g++", Path(own).suffix if named and Path(own).suffix else None
+    if compiler:
+        raise refuse("compiler", "adaptune compiles CUDA and OpenCL kernels with the device's own compiler "
+                     "(NVRTC, OpenCL); a host compiler is chosen only for lang='C'")
+    return (platform, device) if backend == "opencl" else device
+
+
 def host_arguments(arguments: Sequence[Any], what: str = "arguments") -> list[Any]:
     """NumPy arrays and scalars; CuPy arrays and torch tensors are copied to the host (adaptune uploads them)."""
+    return [host_value(arg, i, what) for i, arg in enumerate(arguments)]
+
+
+def host_value(arg: Any, i: int, what: str) -> Any:
+    if type(arg).__module__.startswith("kernel_tuner"):
+        raise refuse(what, f"entry {i} is a Kernel Tuner {type(arg).__name__}; pass NumPy arrays")
+    if hasattr(arg, "__cuda_array_interface__") and hasattr(arg, "get"):  # CuPy
+        return arg.get()
+    if type(arg).__module__.startswith("torch"):
+        return arg.detach().cpu().numpy()
+    return arg
+
+
+def kernel_arguments(arguments: Sequence[Any]) -> list[Any]:
+    """:func:`host_arguments`, with Kernel Tuner's ``Tunable`` arguments as :class:`ArgumentChoice`."""
     out = []
     for i, arg in enumerate(arguments):
-        if type(arg).__name__ == "Tunable" or type(arg).__module__.startswith("kernel_tuner"):
-            raise refuse(what, f"entry {i} is a Kernel Tuner {type(arg).__name__}; pass NumPy arrays")
-        if hasattr(arg, "__cuda_array_interface__") and hasattr(arg, "get"):  # CuPy
-            arg = arg.get()
-        elif type(arg).__module__.startswith("torch"):
-            arg = arg.detach().cpu().numpy()
-        out.append(arg)
+        choice = tunable_argument(arg, i)
+        out.append(choice if choice is not None else host_value(arg, i, "arguments"))
     return out
+
+
+def tunable_argument(arg: Any, i: int) -> ArgumentChoice | None:
+    """A ``Tunable``/``TunablePrecision`` (Kernel Tuner's own, recognised by its ``param_key`` and arrays, or
+    :mod:`adaptune.accuracy`'s) as an :class:`ArgumentChoice`; None for any other argument."""
+    key = getattr(arg, "param_key", None)
+    if key is None or not (callable(key) or isinstance(key, str)):
+        return None
+    if isinstance(arg, TunablePrecision):  # adaptune's: nothing cast yet
+        return ArgumentChoice(key, base=host_value(arg.array, i, "arguments"), casts=arg.dtypes)
+    variants = dict(getattr(arg, "data", None) or {})
+    if not variants:
+        raise refuse("arguments", f"entry {i} ({type(arg).__name__}) has no arrays to choose from")
+    arrays = {k: host_value(v, i, "arguments") for k, v in variants.items()}
+    widest = max(arrays.values(), key=lambda a: np.dtype(a.dtype).itemsize)
+    if (type(arg).__name__ == "TunablePrecision" and widest.dtype.kind == "f"
+            and all(np.shape(a) == np.shape(widest) for a in arrays.values())):
+        # Kernel Tuner cast every precision of the same array up front: the widest travels to the worker and
+        # the others are cast from it where a configuration needs them (the same values: one rounding each)
+        return ArgumentChoice(key, base=widest, casts={k: a.dtype for k, a in arrays.items()})
+    return ArgumentChoice(key, options=arrays)
 
 
 def template_instance(kernel_name: str, param_names: Sequence[str]) -> tuple[str, list[str] | None, dict[str, str]]:
@@ -233,7 +279,8 @@ def kernel_spec(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
                 answer: Any = None, atol: float = 1e-6, verify: Callable[..., Any] | None = None,
                 smem_args: Mapping[str, Any] | None = None, compiler_options: Sequence[str] | None = None,
                 defines: Mapping[str, Any] | None = None, template: tuple[str, list[str] | None] | None = None,
-                cmem_args: Mapping[str, Any] | None = None) -> tuple[KernelSpec, str]:
+                cmem_args: Mapping[str, Any] | None = None, output_observers: Sequence[Any] = ()
+                ) -> tuple[KernelSpec, str]:
     """(KernelSpec, backend name) for one Kernel Tuner call; ``template``: :func:`template_instance`'s name
     and template parameters."""
     own, includes = split_sources(kernel_source)
@@ -242,33 +289,45 @@ def kernel_spec(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
     text, constant_defines = with_callable_defines(text, defines or {})
     name, template_params = template or (kernel_name, None)
     return KernelSpec(
-        source=text, name=name, template_params=template_params, arguments=host_arguments(arguments),
+        source=text, name=name, template_params=template_params, arguments=kernel_arguments(arguments),
         problem_size=problem_size_terms(problem_size), grid_div=grid_div,
-        block_size_names=block_names(block_size_names), answer=checked_answer(answer, verify, atol),
+        block_size_names=block_names(block_size_names), answer=checked_answer(answer, verify, atol, bool(output_observers)),
         atol=atol, lang=backend, compiler_options=[*(compiler_options or []), *includes],
         defines=constant_defines or None, shared_mem=shared_memory(smem_args, backend),
         restore_inputs=False,  # as Kernel Tuner: arguments are uploaded once, not copied back before every run
         constant_args=constant_memory(cmem_args, backend),
         check_arguments="<" not in kernel_name and not callable(text),  # a template instance: vector_add<float>
+        output_metrics=output_metrics(output_observers, answer),
     ), backend
 
 
-def checked_answer(answer: Any, verify: Callable[..., Any] | None, atol: float) -> Any:
-    """``answer`` as adaptune checks it; with ``verify``, a callable that asks ``verify(answer, outputs, atol=)``."""
+def checked_answer(answer: Any, verify: Callable[..., Any] | None, atol: float, observed: bool = False) -> Any:
+    """``answer`` as adaptune checks it; with ``verify``, a callable that asks ``verify(answer, outputs, atol=)``;
+    with output observers and no ``verify``, a check that passes (Kernel Tuner: the observers judge the outputs)."""
     if answer is not None:
         answer = host_arguments(answer, "answer") if isinstance(answer, list | tuple) else answer
-    if verify is None:
+    if verify is None and not observed:
         return answer
     if answer is None:
-        raise ValueError("verify: a verify function needs the answer it compares against")
-    takes_atol = "atol" in getattr(getattr(verify, "__code__", None), "co_varnames", ("atol",))
+        raise ValueError(f"{'verify' if verify else 'observers'}: this needs the answer it compares against")
+    takes_atol = verify is not None and "atol" in getattr(getattr(verify, "__code__", None), "co_varnames", ("atol",))
 
     def check(outputs: list[Any]) -> bool:
+        if verify is None:
+            return True
         shown = [None if a is None else o for a, o in zip(answer, outputs, strict=False)]
         return bool(verify(answer, shown, atol=atol) if takes_atol else verify(answer, shown))
 
     check.reads = [i for i, a in enumerate(answer) if a is not None]  # type: ignore[attr-defined]  # only these are copied back
     return check
+
+
+def output_metrics(observers: Sequence[Any], answer: Any) -> list[Callable[[list[Any]], dict[str, float]]]:
+    """Kernel Tuner's output observers as the spec's ``output_metrics``: each sees the answer and the outputs."""
+    if not observers:
+        return []
+    reference = host_arguments(answer, "answer")
+    return [partial(observe_outputs, obs, reference) for obs in observers]
 
 
 # ---------------------------------------------------------------------------------------------- space
@@ -348,16 +407,24 @@ def strategy_choice(strategy: Any, strategy_options: Mapping[str, Any] | None, s
 
 
 # ---------------------------------------------------------------------------------------------- observers
-def observer_names(observers: Sequence[Any] | None) -> tuple[tuple[str, ...], list[str]]:
-    """(adaptune observers, Kernel Tuner observables to report) from Kernel Tuner's observer objects."""
-    if not observers:
-        return (), []
+def observer_names(observers: Sequence[Any] | None) -> tuple[tuple[str, ...], list[str], list[AccuracyObserver]]:
+    """(adaptune observers, Kernel Tuner observables to report, output observers) from Kernel Tuner's observer
+    objects: NVML's and ``AccuracyObserver`` (Kernel Tuner's own, by its shape, or adaptune.accuracy's)."""
     wanted: list[str] = []
-    for obs in observers:
+    devices: tuple[str, ...] = ()
+    outputs: list[AccuracyObserver] = []
+    for obs in observers or ():
         kind = type(obs).__name__
+        if hasattr(obs, "process_output") and callable(getattr(obs, "metric", None)) and isinstance(
+                getattr(obs, "key", None), str):
+            # its metric function travels to the worker; Kernel Tuner's class itself is not needed there
+            outputs.append(obs if isinstance(obs, AccuracyObserver) else AccuracyObserver(obs.metric, obs.key))
+            wanted.append(obs.key)
+            continue
         if kind != "NVMLObserver":
             raise refuse("observers", f"{kind} is not supported; adaptune observes NVML power and energy "
-                         "(kernel_tuner.observers.nvml.NVMLObserver)")
+                         "(kernel_tuner.observers.nvml.NVMLObserver) and the accuracy of the outputs "
+                         "(kernel_tuner.accuracy.AccuracyObserver)")
         # Kernel Tuner's NVMLObserver moves the power observables (nvml_energy, nvml_power, power_readings)
         # out of ``observables`` into its ``continuous_observer``: read both
         power = list(getattr(getattr(obs, "continuous_observer", None), "observables", None) or [])
@@ -367,7 +434,8 @@ def observer_names(observers: Sequence[Any] | None) -> tuple[tuple[str, ...], li
             raise refuse("observers", f"NVML observables {unknown} are not supported; adaptune reports "
                          f"{sorted(NVML_OBSERVABLES)}")
         wanted += [o for o in observables if o not in wanted]
-    return ("nvml",), wanted
+        devices = ("nvml",)
+    return devices, wanted, outputs
 
 
 def setup_log(kernel_name: str, log: Any) -> None:

@@ -77,7 +77,7 @@ def compute_metrics(row: dict[str, Any], metrics: Mapping[str, Metric] | None) -
 
 
 def observed(result: Result, observables: Sequence[str]) -> dict[str, float]:
-    """Kernel Tuner's observable names from adaptune's NVML observer.
+    """Kernel Tuner's observable names from adaptune's NVML observer, and output observers' values.
 
     ``nvml_energy`` is Kernel Tuner's: the mean power over the timed runs times one run's time (J per kernel
     run). NVML's energy counter advances only every few tens of milliseconds, so a short kernel's counter
@@ -89,7 +89,7 @@ def observed(result: Result, observables: Sequence[str]) -> dict[str, float]:
             if power is not None and result.ok:
                 out[name] = power * result.time_ms / 1e3
             continue
-        value = result.observers.get(NVML_OBSERVABLES[name])
+        value = result.observers.get(NVML_OBSERVABLES.get(name, name))  # an output observer's under its own key
         if value is not None:
             out[name] = value
     return out

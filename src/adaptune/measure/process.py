@@ -78,7 +78,7 @@ def _child_env() -> dict[str, str]:
 def warm_argument(backend: str, device: Any) -> str | None:
     """The worker's ``WARM`` argument: which device to open before the setup message (None: open none,
     for a backend without a device or a device with no JSON form)."""
-    if backend not in ("opencl", "cuda"):
+    if backend not in ("opencl", "cuda", "c"):
         return None
     try:
         return json.dumps([backend, device])

@@ -20,6 +20,7 @@ import numpy as np
 
 from adaptune.backends import CompileError, DeviceArray, inject_defines, make_backend, name_expression
 from adaptune.backends.python import PythonBackend, timer_for, to_host
+from adaptune.measure.choice import ArgumentChoice
 from adaptune.measure.geometry import Geometry, SpecError, kernel_defines, launch_geometry, template_args
 from adaptune.measure.observers import make_observers
 from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
@@ -109,15 +110,19 @@ class KernelRunner:
             raise ValueError(f"the kernel is {spec.lang} but the backend is {backend}")
         info = self.backend.device_info()
         self.observers = make_observers(tuple(settings.observers), backend, info.properties, device)
-        self.args = self.backend.allocate(spec.arguments)
+        self.choices = {i: a for i, a in enumerate(spec.arguments) if isinstance(a, ArgumentChoice)}
+        self.args = self.backend.allocate([np.int8(0) if i in self.choices else a  # chosen per configuration
+                                           for i, a in enumerate(spec.arguments)])
         self.restored = spec.restored_indices()
         self.pristine: dict[int, DeviceArray] = {}
         for i in self.restored:
-            self.pristine[i] = self.backend.empty_like(self.args[i])
-            self.backend.copy_device(self.pristine[i], self.args[i])
+            if i not in self.choices:
+                self.pristine[i] = self._pristine_copy(self.args[i])
+        self.chosen: dict[tuple[int, Any], tuple[Any, DeviceArray | None]] = {}  # (argument, value) -> buffers
         answer = spec.answer
         self.poisoned = [] if callable(answer) or answer is None or not spec.poison_outputs else [
-            i for i, a in enumerate(answer) if a is not None and isinstance(self.args[i], DeviceArray)]
+            i for i, a in enumerate(answer) if a is not None
+            and (isinstance(self.args[i], DeviceArray) or (i in self.choices and self.choices[i].is_array()))]
         # the outputs a check reads (a callable answer may read any, unless it says which): only those are copied back
         if callable(answer) or answer is None:
             self.read_back = set(getattr(answer, "reads", range(len(self.args))))
@@ -189,6 +194,26 @@ class KernelRunner:
         return ""
 
     # --- one configuration -------------------------------------------------------------------
+    def _pristine_copy(self, arg: DeviceArray) -> DeviceArray:
+        copy = self.backend.empty_like(arg)
+        self.backend.copy_device(copy, arg)
+        return copy
+
+    def _choose(self, config: dict[str, Any]) -> None:
+        """Put each :class:`ArgumentChoice`'s argument for ``config`` in place: made and uploaded the first time
+        a configuration needs that value (that precision), then reused."""
+        for i, choice in self.choices.items():
+            try:
+                value = choice.pick(config)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise SpecError(f"argument {i}: {exc}") from None
+            if (i, value) not in self.chosen:
+                arg = self.backend.allocate([choice.make(value)])[0]
+                self.chosen[i, value] = (arg, self._pristine_copy(arg) if i in self.restored else None)
+            self.args[i], pristine = self.chosen[i, value]
+            if pristine is not None:
+                self.pristine[i] = pristine
+
     def _restore(self) -> None:
         for i, src in self.pristine.items():
             self.backend.copy_device(self.args[i], src)
@@ -204,6 +229,7 @@ class KernelRunner:
     def measure(self, config: dict[str, Any], notify: Notify, best_ms: float | None = None) -> tuple[Result, bool]:
         self.counters["measured"] += 1
         prep = self.prepare(config)  # SpecError propagates: the spec is wrong, not the kernel
+        self._choose(config)
         why = self.limit_problem(prep.geometry)
         if why:
             notify(0.0)
@@ -234,6 +260,7 @@ class KernelRunner:
                    best_ms: float | None) -> Result:
         spec, settings, be = self.spec, self.settings, self.backend
         verify_ms = 0.0
+        outputs_observed: dict[str, float] = {}
         if settings.verify and spec.answer is not None:
             t0 = time.perf_counter()
             self._restore()
@@ -244,6 +271,8 @@ class KernelRunner:
             outputs = [be.copy_out(a) if isinstance(a, DeviceArray) and i in self.read_back else a
                        for i, a in enumerate(self.args)]
             problem = check(outputs, spec.answer, spec.atol, spec.rtol)
+            for metric in spec.output_metrics:  # error metrics of these outputs, recorded with the result
+                outputs_observed.update({k: float(v) for k, v in metric(outputs).items()})
             verify_ms = (time.perf_counter() - t0) * 1e3
             if problem:
                 return Result.failure(config, Status.WRONG_RESULT, problem, compile_ms=compile_ms, verify_ms=verify_ms)
@@ -257,7 +286,7 @@ class KernelRunner:
                           min_repeats=settings.auto_min_repeats, max_repeats=settings.auto_max_repeats,
                           max_seconds=settings.auto_max_seconds, rel_ci=settings.auto_rel_ci,
                           give_up=racing(settings, best_ms))
-        observed: dict[str, float] = {}
+        observed = dict(outputs_observed)
         for obs in self.observers:
             observed.update(obs.stop())
         benchmark_ms = (time.perf_counter() - t0) * 1e3

@@ -17,16 +17,17 @@ from typing import Any
 import numpy as np
 
 from adaptune.backends.signature import check_kernel_arguments
+from adaptune.measure.choice import ArgumentChoice
 
 Tolerance = float | Sequence[float | None]
 Answer = Sequence[Any] | Callable[[list[Any]], bool] | None
 SizeTerm = int | str | Callable[[dict[str, Any]], int]
-LANGS = ("opencl", "cuda")
+LANGS = ("opencl", "cuda", "c")
 
 
 def _check_arguments(arguments: Sequence[Any]) -> None:
     for i, arg in enumerate(arguments):
-        if isinstance(arg, np.ndarray | np.generic):
+        if isinstance(arg, np.ndarray | np.generic | ArgumentChoice):
             continue
         hint = " such as np.int32(n)" if isinstance(arg, int | float | bool) else ""
         raise TypeError(f"kernel argument {i} is a {type(arg).__name__}; pass NumPy arrays and NumPy "
@@ -81,7 +82,10 @@ class KernelSpec:
     name or expression, or callable(config). ``check_arguments``: compare the arguments with the
     kernel's parameter list (count, pointer or scalar, element type) before anything is launched.
     ``constant_args``: CUDA ``__constant__`` symbols by name, filled after each compile (Kernel Tuner's
-    ``cmem_args``; cuda backend only).
+    ``cmem_args``; cuda backend only). An argument may be an :class:`ArgumentChoice` (a tuning parameter
+    picks it, e.g. its precision). ``output_metrics``: callables(outputs) -> {name: value} run on the checked
+    run's outputs (error metrics against a reference, Kernel Tuner's output observers); their values are
+    recorded with the result's observers.
     """
 
     source: str | Path | Callable[[dict[str, Any]], str]
@@ -103,6 +107,7 @@ class KernelSpec:
     shared_mem: SizeTerm = 0
     check_arguments: bool = True
     constant_args: Mapping[str, np.ndarray] | None = None
+    output_metrics: Sequence[Callable[[list[Any]], Mapping[str, float]]] = ()
     source_text: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -129,7 +134,8 @@ class KernelSpec:
             raise ValueError(f"lang must be one of {LANGS}, got {self.lang!r}")
         self.arguments = list(self.arguments)
         _check_arguments(self.arguments)
-        if self.check_arguments and self.source_text:
+        chosen = any(isinstance(a, ArgumentChoice) for a in self.arguments)  # types differ per configuration
+        if self.check_arguments and self.source_text and not chosen:
             check_kernel_arguments(self.source_text, self.name, self.arguments, self.defines)
         _check_answer(self.answer, len(self.arguments), "kernel arguments")
         _check_tolerance("atol", self.atol, len(self.arguments))
@@ -158,11 +164,14 @@ class KernelSpec:
 
     def restored_indices(self) -> list[int]:
         """Array arguments put back to their initial contents before every launch."""
+        def array(a: Any) -> bool:
+            return isinstance(a, np.ndarray) or (isinstance(a, ArgumentChoice) and a.is_array())
+
         if self.restore_inputs is True:
-            return [i for i, a in enumerate(self.arguments) if isinstance(a, np.ndarray)]
+            return [i for i, a in enumerate(self.arguments) if array(a)]
         if self.restore_inputs is False:
             return []
-        return sorted({int(i) for i in self.restore_inputs if isinstance(self.arguments[int(i)], np.ndarray)})
+        return sorted({int(i) for i in self.restore_inputs if array(self.arguments[int(i)])})
 
 
 @dataclass(eq=False)

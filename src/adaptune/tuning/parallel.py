@@ -22,7 +22,7 @@ from adaptune.records import DeviceInfo, Result, Status
 from adaptune.search import make_strategy
 from adaptune.store import Store
 from adaptune.tuning.report import report_from_results
-from adaptune.tuning.resume import StoredLookup
+from adaptune.tuning.resume import StoredLookup, adopt_known
 
 
 @dataclass
@@ -68,6 +68,7 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
         opts = dict(options)  # the constant liar is opt-in (strategy_options={"liar": "min"}): measured on
         # the recorded spaces it did not help `auto` with 2 workers (docs/distributed.md)
         ids = (store.device(info), problem_id, input_id)
+        adopt_known(store, ids, space, problem.known_results)  # a Kernel Tuner cache: reused as stored results
         stored = StoredLookup(store, ids, space)
         groups.append(_Group(info, workers, make_strategy(strategy, space, seed=seed, **opts), ids, stored))
     if prefetch is None:  # asks that learn nothing: compile ahead (further when compile actors do it)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from adaptune.measure import CallableSpec, KernelSpec
+from adaptune.measure.choice import ArgumentChoice
 from adaptune.records import Result
 from adaptune.space import Space
 
@@ -50,6 +51,9 @@ class Problem:
             h.update(spec.name.encode())
             h.update(repr(spec.problem_size if not callable(spec.problem_size) else "callable").encode())
             for arg in spec.arguments:
+                if isinstance(arg, ArgumentChoice):
+                    h.update(arg.describe().encode())
+                    continue
                 a = np.asarray(arg)
                 h.update(f"{a.dtype.str}{a.shape}".encode())
         else:

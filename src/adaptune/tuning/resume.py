@@ -15,6 +15,18 @@ from adaptune.store.base import BaseStore, RunKey
 from adaptune.store.codec import config_key
 
 
+def adopt_known(store: BaseStore, ids: tuple[int, int, int], space, known: list[Result]) -> None:
+    """Results measured elsewhere (a Kernel Tuner cache) into the store, unless it has them already: the
+    run then reuses them like any stored result."""
+    known = [r for r in known if r.config in space]
+    if not known:
+        return
+    stored = store.get_many(*ids, [r.config for r in known])
+    fresh = [r for r in known if config_key(r.config) not in stored]
+    if fresh:
+        store.put_many(*ids, fresh)
+
+
 class StoredLookup:
     """Stored results of one run by configuration, fetched on demand and remembered (found or not)."""
 

@@ -18,11 +18,10 @@ from adaptune.progress import BestSoFarProgress
 from adaptune.records import Result
 from adaptune.search import make_strategy
 from adaptune.store import Store
-from adaptune.store.codec import config_key
 from adaptune.tuning.parallel import tune_with_executor
 from adaptune.tuning.problem import Problem
 from adaptune.tuning.report import TuneReport, report_from_results, warn_if_all_failed
-from adaptune.tuning.resume import StoredLookup
+from adaptune.tuning.resume import StoredLookup, adopt_known
 
 
 def tune(
@@ -77,7 +76,7 @@ def tune(
             ids = (store.device(info),
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
             ids = (*ids, store.input(ids[1], problem.input_name, problem.features or None))
-            _adopt(store, ids, space, problem.known_results)
+            adopt_known(store, ids, space, problem.known_results)
             session = _Session(space, measurer, store, ids)
             results, reused = _search_loop(search, session, (max_evals, max_seconds), total, lookahead,
                                            progress, problem.name, start)
@@ -95,18 +94,6 @@ def tune(
     report.phases = phases
     warn_if_all_failed(report)
     return report
-
-
-def _adopt(store: Store, ids: tuple[int, int, int], space, known: list[Result]) -> None:
-    """Results measured elsewhere (a Kernel Tuner cache) into the store, unless it has them already: the
-    run then reuses them like any stored result."""
-    known = [r for r in known if r.config in space]
-    if not known:
-        return
-    stored = store.get_many(*ids, [r.config for r in known])
-    fresh = [r for r in known if config_key(r.config) not in stored]
-    if fresh:
-        store.put_many(*ids, fresh)
 
 
 def _stored_count(store: Store) -> int:
