@@ -262,7 +262,7 @@ def fastest_us(fn: Any, calls: int = 2000, batches: int = 7) -> float:
 
 
 def query_costs(sel: PrefetchedDispatch, args: list[tuple[Any, ...]], values: list[dict[str, float]],
-                calls: int = 300, batches: int = 5) -> tuple[np.ndarray, np.ndarray]:
+                calls: int = 300, batches: int = 7) -> tuple[np.ndarray, np.ndarray]:
     """Per input, microseconds of a first call (``bind``) with nothing fixed (the host tree, the readiness check
     failing) and with the features on the host (the check, the gate, the tree over host metadata and device
     features): the latter as (fix + call) minus fix alone, each the fastest of ``batches`` loops."""
@@ -284,7 +284,7 @@ def prefetched(raw_path: Path = GPU_SUITE_ROUND4_RAW, round_name: str = "round 4
     """The prefetched first call (``kernels.prefetched.PrefetchedDispatch``) from a recorded run: both trees and
     the gate fitted on the training inputs only, scored on the test inputs. On a first call whose features
     are on the host (started at fix time, finished as they landed) the selector pays the gate and a tree walk,
-    measured here on the CPU host with stand-in objects carrying the recorded metadata (fastest of 5 batches);
+    measured here on the CPU host with stand-in objects carrying the recorded metadata (fastest of 7 batches);
     where they are not yet on the host it is the host-metadata tree. The GPU run
     (``benchmarks/gpu_suite/prefetched.py``) must confirm both the timing and that the features are ready."""
     raw = json.loads(raw_path.read_text())
@@ -306,9 +306,11 @@ def prefetched(raw_path: Path = GPU_SUITE_ROUND4_RAW, round_name: str = "round 4
         fit = distilled.distil_gated(h_train, f_train, rt_train, names, 1.0, budget, name)  # trees; gate below
         sel = PrefetchedDispatch(name, fit["host"]["tree"], fit["features"]["tree"], fnames,
                                  {v: (lambda *a: None) for v in names}, default, min_size=0.0, checks={})
-        host_us, feat_us = query_costs(sel, [stand_in(name, r["info"]) for r in test],
-                                       [dict(r["features"]) for r in test])
-        read_us = float(np.median(feat_us))
+        host_q, feat_q = query_costs(sel, [stand_in(name, r["info"]) for r in test],
+                                     [dict(r["features"]) for r in test])
+        # one cost per path (the median over the test inputs: a single input's difference of two loops is noise)
+        read_us = float(np.median(feat_q))
+        host_us, feat_us = np.full(n, np.median(host_q)), np.full(n, read_us)
         if fit["min_size"] is not None:  # the gate with the measured cost of the feature path
             gate = distilled.size_gate(h_train[:, distilled.GATE_SIZE[name]], np.nanmin(rt_train, axis=1), read_us,
                                        budget)

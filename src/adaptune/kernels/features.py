@@ -153,8 +153,8 @@ def _start(dev: Any, plan: Callable[[], _Plan], after_caller: bool, high_priorit
                 cp.asnumpy(b, stream=side, out=h, blocking=False)
             event = side.record()
         pending = Pending(hosts, event.synchronize, lambda: bool(event.done), p.finish, p.buffers)
-        if finish_early:  # runs on CUDA's host-function thread once the copies are done (NumPy only, no CUDA)
-            side.launch_host_func(pending.finish_now, None)
+        if finish_early and hasattr(side, "launch_host_func"):  # on CUDA's host-function thread once the
+            side.launch_host_func(pending.finish_now, None)    # copies are done (NumPy only, no CUDA call)
         return pending
     import pyopencl as cl
 
