@@ -55,7 +55,7 @@ _LAZY: dict[str, str] = {
     # nested data-parallel operators (adaptune.lang.ndp)
     "ndp_computation": "adaptune.lang.ndp", "NdpComputation": "adaptune.lang.ndp", "NdpProgram": "adaptune.lang.ndp",
     "KeptDispatch": "adaptune.kernels.dispatch", "DistilledDispatch": "adaptune.kernels.dispatch",
-    "prefetch_features": "adaptune.kernels.features",
+    "PrefetchedDispatch": "adaptune.kernels.prefetched", "prefetch_features": "adaptune.kernels.features",
     # threshold tuning over multi-versioned code (seed 003)
     "ThresholdProgram": "adaptune.thresholds", "ThresholdModel": "adaptune.thresholds",
     "parse_print_sizes": "adaptune.thresholds", "PathTimes": "adaptune.thresholds",

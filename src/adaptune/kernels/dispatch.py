@@ -96,7 +96,7 @@ class DistilledDispatch:
         self.variants = dict(variants)
         self.select = distilled.compile_tree(tree, distilled.SOURCES[benchmark], self.checks, default)
         # the launcher of the chosen variant (call it with the same arguments): leaves hold the launchers
-        self.bind = distilled.compile_tree(_map_leaves(tree, self.variants), distilled.SOURCES[benchmark],
+        self.bind = distilled.compile_tree(launcher_tree(tree, self.variants), distilled.SOURCES[benchmark],
                                            self.checks, self.variants[default])
 
     def __call__(self, *args: Any) -> Any:
@@ -146,10 +146,11 @@ def _tree_checks(benchmark: str, tree: dict[str, Any], variants: dict[str, Calla
     return {k: v for k, v in (checks if checks is not None else default_checks(benchmark)).items() if k in variants}
 
 
-def _map_leaves(tree: dict[str, Any], variants: dict[str, Callable[..., Any]]) -> dict[str, Any]:
+def launcher_tree(tree: dict[str, Any], variants: dict[str, Callable[..., Any]]) -> dict[str, Any]:
+    """The tree with each leaf's variant replaced by its launcher (the name kept): what ``bind`` walks."""
     if "leaf" in tree:
         return {"leaf": variants[tree["leaf"]], "name": tree["leaf"]}
-    return {**tree, "low": _map_leaves(tree["low"], variants), "high": _map_leaves(tree["high"], variants)}
+    return {**tree, "low": launcher_tree(tree["low"], variants), "high": launcher_tree(tree["high"], variants)}
 
 
 def default_checks(benchmark: str) -> dict[str, Callable[[Any], bool]]:

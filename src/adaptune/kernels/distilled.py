@@ -36,7 +36,9 @@ HOST_METADATA: dict[str, tuple[str, ...]] = {
 # Where each feature is read: the index of the call argument that holds the object, and per feature a
 # descriptor: ("attr", a) = o.a; ("ratio", a, b) = o.a / o.b; ("present", a) = o.a is not None;
 # ("dtype_bits",) = o.dtype.itemsize * 8; ("dtype_float",) = o.dtype.kind == "f"; ("item", k) = o[k] (a
-# feature dict, for trees over device features). Descriptors, not code:
+# feature dict, for trees over device features); over a pair o = (object, features) (trees over host metadata
+# and device features, ``pair_sources``): ("host", *d) = descriptor d of o[0], ("device", k) = o[1][k].
+# Descriptors, not code:
 # the compiled nodes read them with getattr (no eval), and only the features on the taken path are read.
 SOURCES: dict[str, tuple[int, tuple[tuple[str, ...], ...]]] = {
     "spmv": (0, (("attr", "n_rows"), ("attr", "nnz"), ("ratio", "nnz", "n_rows"), ("present", "ell"),
@@ -45,6 +47,11 @@ SOURCES: dict[str, tuple[int, tuple[tuple[str, ...], ...]]] = {
     "sort": (1, (("attr", "size"), ("dtype_bits",), ("dtype_float",))),
     "bfs": (0, (("attr", "n"), ("attr", "m"), ("ratio", "m", "n"))),
 }
+
+
+# Which host metadata (an index into SOURCES / HOST_METADATA) the budget gate compares: the size a run grows
+# with (non-zeros, keys, keys, edges).
+GATE_SIZE: dict[str, int] = {"spmv": 1, "histogram": 0, "sort": 0, "bfs": 1}
 
 
 def _value(o: Any, source: tuple[str, ...]) -> float:
@@ -61,6 +68,10 @@ def _value(o: Any, source: tuple[str, ...]) -> float:
         return o.dtype.kind == "f"
     if kind == "item":
         return o[source[1]]
+    if kind == "host":
+        return _value(o[0], source[1:])
+    if kind == "device":
+        return o[1][source[1]]
     raise ValueError(f"unknown metadata source {source!r}")
 
 
@@ -69,6 +80,13 @@ def read_metadata(benchmark: str, *args: Any) -> tuple[float, ...]:
     sort: (dev, keys); BFS: (g, source))."""
     arg, sources = SOURCES[benchmark]
     return tuple(_value(args[arg], src) for src in sources)
+
+
+def pair_sources(benchmark: str, feature_names: Sequence[str]) -> tuple[int, tuple[tuple[str, ...], ...]]:
+    """Sources of a tree over a benchmark's host metadata then its device features, in that order, read from a
+    pair (object, features dict): what ``PrefetchedDispatch`` walks once prefetched features are on the host."""
+    arg, host = SOURCES[benchmark]
+    return arg, tuple(("host", *src) for src in host) + tuple(("device", k) for k in feature_names)
 
 
 def metadata_from_info(benchmark: str, info: dict[str, Any]) -> tuple[float, ...]:
@@ -179,6 +197,34 @@ def distil(x: np.ndarray, runtime: np.ndarray, names: Sequence[str], seed: int =
             "cv_fraction_of_oracle": score, "grid": {f"{k[0]}/{k[1]}": v for k, v in grid.items()}}
 
 
+def size_gate(sizes: np.ndarray, best_ms: np.ndarray, cost_us: float, budget: float) -> float:
+    """The smallest size from which ``cost_us`` fits in ``budget`` of the predicted run: the run predicted by
+    a log-log least-squares fit of the training inputs' fastest times on one size (non-zeros, keys, edges),
+    so the gate at a first call is one comparison. inf where it never fits (a run that does not grow)."""
+    logs, logt = np.log(np.maximum(np.asarray(sizes, float), 1.0)), np.log(np.asarray(best_ms, float))
+    slope, icpt = np.polyfit(logs, logt, 1)
+    need = np.log(cost_us * 1e-3 / budget)
+    if slope <= 0:
+        return 0.0 if icpt >= need else float("inf")
+    return float(np.exp((need - icpt) / slope))
+
+
+def distil_gated(x_host: np.ndarray, x_features: np.ndarray, runtime: np.ndarray, names: Sequence[str],
+                 read_us: float, budget: float, benchmark: str, seed: int = 0) -> dict[str, Any]:
+    """The two trees of ``PrefetchedDispatch`` from the training inputs alone: over host metadata, and over
+    host metadata then device features; and the gate's ``min_size`` (the feature tree's read, ``read_us``,
+    within ``budget`` of the predicted run), None where the feature tree's cross-validated fraction of oracle
+    does not beat the host tree's (the features would not be worth reading)."""
+    x_host = np.asarray(x_host, float)
+    host = distil(x_host, runtime, names, seed)
+    full = distil(np.column_stack([x_host, np.asarray(x_features, float)]), runtime, names, seed)
+    best = np.nanmin(np.where(np.isfinite(runtime), runtime, np.nan), axis=1)
+    min_size = (size_gate(x_host[:, GATE_SIZE[benchmark]], best, read_us, budget)
+                if full["cv_fraction_of_oracle"] > host["cv_fraction_of_oracle"] else None)
+    return {"host": host, "features": full, "min_size": None if min_size == float("inf") else min_size,
+            "read_us": read_us, "budget": budget}
+
+
 def tree_depth(tree: Tree) -> int:
     return 0 if "leaf" in tree else 1 + max(tree_depth(tree["low"]), tree_depth(tree["high"]))
 
@@ -243,4 +289,10 @@ def _compile(tree: Tree, sources: tuple[tuple[str, ...], ...], checks: dict[str,
     if kind == "item":
         key = src[1]
         return lambda o: low(o) if o[key] <= t else high(o)
+    if kind == "device":
+        key = src[1]
+        return lambda o: low(o) if o[1][key] <= t else high(o)
+    if kind == "host" and src[1] == "attr":
+        name = src[2]
+        return lambda o: low(o) if getattr(o[0], name) <= t else high(o)
     return lambda o: low(o) if _value(o, src) <= t else high(o)

@@ -47,20 +47,41 @@ class _Plan:
 
 class Pending:
     """Features whose kernels and copies to (pinned) host memory were queued on a side stream / without a
-    blocking read; ``result()`` waits for them only when the choice is needed."""
+    blocking read; ``result()`` waits for them only when the choice is needed. Started with ``finish_early``,
+    the host finishes them as soon as the copies land (a host function on the side stream, an OpenCL event
+    callback: another thread, while the caller does other work) and ``value`` holds them; until then it is
+    None, so a first call can check readiness with one attribute read."""
 
     def __init__(self, hosts: list[np.ndarray], wait: Callable[[], None], done: Callable[[], bool],
                  finish: Callable[[list[np.ndarray]], dict[str, float]], keep: Any = None) -> None:
         self.hosts, self._wait, self._done, self._finish = hosts, wait, done, finish
         self._keep = keep  # the device buffers, alive until the copies are waited for
+        self.value: dict[str, float] | None = None
 
     def ready(self) -> bool:
         """True once the device has written the features (no waiting)."""
-        return self._done()
+        return self.value is not None or self._done()
 
     def result(self) -> dict[str, float]:
+        if self.value is not None:
+            return self.value
         self._wait()
         return self._finish(self.hosts)
+
+    @classmethod
+    def finished(cls, value: dict[str, float]) -> Pending:
+        """Features already on the host (kept with the object), in the Pending's shape."""
+        pending = cls([], lambda: None, lambda: True, lambda hosts: value)
+        pending.value = value
+        return pending
+
+    def finish_now(self, *_: Any) -> None:
+        """Finish on the host once the copies have landed (what the early-finish callback runs; an error
+        leaves ``value`` None, and ``result()`` then raises it on the caller's thread)."""
+        try:
+            self.value = self._finish(self.hosts)
+        except Exception:  # raised again by result(), where the caller sees it
+            self.value = None
 
 
 def _features(obj: Any, key: Any, plan: Callable[[], _Plan], cached: bool) -> dict[str, float]:
@@ -80,7 +101,8 @@ def _features(obj: Any, key: Any, plan: Callable[[], _Plan], cached: bool) -> di
 _side_streams: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # CupyDevice -> {high: stream}
 
 
-def prefetch_features(obj: Any, *, after_caller: bool = True, high_priority: bool = False) -> Pending | None:
+def prefetch_features(obj: Any, *, after_caller: bool = True, high_priority: bool = False,
+                      finish_early: bool = False) -> Pending | None:
     """Start computing the features of a DeviceMatrix, DeviceKeys or DeviceGraph without waiting for them
     (Nitro's ``fix_inputs``): on CUDA the kernels and an asynchronous copy to pinned memory go on a
     non-blocking side stream that first waits (on the device) for the caller's stream, so neither the host
@@ -90,11 +112,32 @@ def prefetch_features(obj: Any, *, after_caller: bool = True, high_priority: boo
     skips the side stream's wait for work queued before on the caller's stream (only where the object's data
     is known to be on the device already, e.g. uploaded and synchronised). ``high_priority`` puts them on a
     side stream of the device's highest priority (CUDA), whose blocks the scheduler starts before those of
-    work already queued on the caller's stream."""
+    work already queued on the caller's stream. ``finish_early`` finishes them on the host as soon as they
+    land (``Pending.value``; see Pending)."""
     key, plan = _plan_for(obj)
     if key in obj.extra:
         return None
-    dev = obj.device
+    pending = _start(obj.device, plan, after_caller, high_priority, finish_early)
+    obj.extra[("pending", key)] = pending
+    return pending
+
+
+def kept_features(obj: Any) -> dict[str, float] | None:
+    """The features kept with a DeviceMatrix, DeviceKeys or DeviceGraph (its default sample), else None."""
+    key, _ = _plan_for(obj)
+    kept = obj.extra.get(key)
+    return None if kept is None else dict(kept)
+
+
+def prefetch_sort_features(dev: Device, keys: Any, *, after_caller: bool = True, high_priority: bool = False,
+                           finish_early: bool = False, sample_pairs: int = SORT_SAMPLE_PAIRS) -> Pending:
+    """``prefetch_features`` for sort keys (a plain device array: nothing to keep the Pending with, so it is
+    returned to the caller, who must not change the keys until it is finished)."""
+    return _start(dev, lambda: _sort_plan(dev, keys, sample_pairs), after_caller, high_priority, finish_early)
+
+
+def _start(dev: Any, plan: Callable[[], _Plan], after_caller: bool, high_priority: bool,
+           finish_early: bool) -> Pending:
     cp = getattr(dev, "cp", None)
     if cp is not None:
         streams = _side_streams.setdefault(dev, {})
@@ -110,17 +153,20 @@ def prefetch_features(obj: Any, *, after_caller: bool = True, high_priority: boo
                 cp.asnumpy(b, stream=side, out=h, blocking=False)
             event = side.record()
         pending = Pending(hosts, event.synchronize, lambda: bool(event.done), p.finish, p.buffers)
-    else:
-        import pyopencl as cl
+        if finish_early and hasattr(side, "launch_host_func"):  # on CUDA's host-function thread once the
+            side.launch_host_func(pending.finish_now, None)    # copies are done (NumPy only, no CUDA call)
+        return pending
+    import pyopencl as cl
 
-        p = plan()
-        hosts = [np.empty(b.shape, b.dtype) for b in p.buffers]
-        events = [cl.enqueue_copy(dev.queue, h, b.data, is_blocking=False) for b, h in zip(p.buffers, hosts,
-                                                                                            strict=True)]
-        pending = Pending(hosts, lambda: cl.wait_for_events(events),
-                          lambda: all(e.command_execution_status == cl.command_execution_status.COMPLETE
-                                      for e in events), p.finish, p.buffers)
-    obj.extra[("pending", key)] = pending
+    p = plan()
+    hosts = [np.empty(b.shape, b.dtype) for b in p.buffers]
+    for b, h in zip(p.buffers, hosts, strict=True):
+        cl.enqueue_copy(dev.queue, h, b.data, is_blocking=False)
+    marker = cl.enqueue_marker(dev.queue)  # complete once everything queued before it is (in-order queue)
+    pending = Pending(hosts, marker.wait, lambda: marker.command_execution_status == cl.command_execution_status.COMPLETE,
+                      p.finish, p.buffers)
+    if finish_early:
+        marker.set_callback(cl.command_execution_status.COMPLETE, pending.finish_now)
     return pending
 
 
@@ -429,18 +475,29 @@ def sort_plan(n: int, sample_pairs: int = SORT_SAMPLE_PAIRS) -> tuple[int, int]:
 def sort_features(dev: Device, keys: Any, sample_pairs: int = SORT_SAMPLE_PAIRS) -> dict[str, float]:
     """N, key bits, float or not, and from sampled adjacent pairs: estimated ascending runs
     (1 + descents share x (n - 1), Nitro's NAscSeq), descent share and tie share."""
+    p = _sort_plan(dev, keys, sample_pairs)
+    return p.finish([dev.to_host(b) for b in p.buffers])
+
+
+def _sort_plan(dev: Device, keys: Any, sample_pairs: int) -> _Plan:
     n = int(keys.size)
     stride, n_pairs = sort_plan(n, sample_pairs)
-    descents, _, ties = sort_mod.count_order(dev, keys, stride, n_pairs) if n_pairs else (0, 0, 0)
-    share = descents / n_pairs if n_pairs else 0.0
-    return {
-        "n": float(n),
-        "key_bits": float(np.dtype(keys.dtype).itemsize * 8),
-        "is_float": float(np.dtype(keys.dtype).kind == "f"),
-        "ascending_runs": 1.0 + share * max(n - 1, 0),
-        "descent_share": share,
-        "tie_share": ties / n_pairs if n_pairs else 0.0,
-    }
+    buffers = [sort_mod.count_order_async(dev, keys, stride, n_pairs)] if n_pairs else []
+    bits, is_float = float(np.dtype(keys.dtype).itemsize * 8), float(np.dtype(keys.dtype).kind == "f")
+
+    def finish(hosts: list[np.ndarray]) -> dict[str, float]:
+        descents, _, ties = (int(c) for c in hosts[0]) if hosts else (0, 0, 0)
+        share = descents / n_pairs if n_pairs else 0.0
+        return {
+            "n": float(n),
+            "key_bits": bits,
+            "is_float": is_float,
+            "ascending_runs": 1.0 + share * max(n - 1, 0),
+            "descent_share": share,
+            "tie_share": ties / n_pairs if n_pairs else 0.0,
+        }
+
+    return _Plan(buffers, finish)
 
 
 def sort_features_reference(keys: np.ndarray, sample_pairs: int = SORT_SAMPLE_PAIRS) -> dict[str, float]:

@@ -103,6 +103,11 @@ def _max_key(dtype) -> Any:
 
 def count_order(dev: Device, keys, stride: int = 1, n_pairs: int | None = None) -> np.ndarray:
     """[descents, ascents, ties] over pairs (s * stride, s * stride + 1); exact with stride 1."""
+    return dev.to_host(count_order_async(dev, keys, stride, n_pairs))
+
+
+def count_order_async(dev: Device, keys, stride: int = 1, n_pairs: int | None = None) -> Any:
+    """``count_order`` launched, its three counts left on the device (read them when needed)."""
     n = _check(keys)
     if n_pairs is None:
         n_pairs = max(0, (n - 1) // stride)
@@ -110,7 +115,7 @@ def count_order(dev: Device, keys, stride: int = 1, n_pairs: int | None = None) 
     if n_pairs > 0:
         grid = max(1, min(-(-n_pairs // BLOCK), 8 * dev.multiprocessors))
         _kernel(dev, keys.dtype, "count_order")(grid, BLOCK, (keys, np.uint32(stride), np.uint32(n_pairs), counts))
-    return dev.to_host(counts)
+    return counts
 
 
 def reverse(dev: Device, keys) -> Any:

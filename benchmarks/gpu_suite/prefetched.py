@@ -1,0 +1,229 @@
+"""The prefetched first call on the GPU suite's median test inputs: one selector per benchmark
+(``adaptune.kernels.prefetched.PrefetchedDispatch``), host wall time of its first call and its choice's fraction
+of oracle, on the device.
+
+    python -m benchmarks.gpu_suite.prefetched [--device cuda|opencl] [--out DIR] [--size-scale S]
+
+Both distilled trees (host metadata; host metadata + device features) and the budget gate are fitted on the
+training inputs of a recorded run (default: the committed round-4 H100 raw file) alone. The median test input is
+the one at the middle of the test inputs ordered by the recorded run time of the selector's choice (recorded
+features). There, live: every variant is timed (the suite's timer and checks), then, ``--repeats`` times per
+pause: the object's features are forgotten, the selector's ``fix`` starts them on a side stream (its host time is
+reported: it is spent at fix time, not in the first call), the caller pauses (``--pauses`` ms: ``time.sleep``, the
+GIL free as during device waits or I/O; and once busy in Python holding the GIL, where the early finish has to
+wait for it), and the first call (``bind``) is timed on the host. Reported: its median and p90, how often the
+features were used, the time from fix until the features were on the host, the chosen variant's fraction of
+oracle at that input (live times) and the first call's share of the run. CUDA or, as a pilot, OpenCL (PoCL; the
+trees are then fitted over the variants PoCL has). Writes DIR/prefetched_<device>.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from adaptune.kernels import distilled, inputs
+from adaptune.kernels.prefetched import PrefetchedDispatch
+from benchmarks.gpu_suite.run import BENCHES, TIMING, Runtime, cost_matrices, measure_input, shrink
+from benchmarks.harness import device_tag, write_results
+
+RAW = Path("benchmarks/gpu_suite/results/gpu_suite_h100_raw.json")  # round 4, commit c899c09
+BUDGET = 0.02
+PAUSES_MS = (0.0, 0.1, 0.5, 2.0, 10.0)
+BUSY_PAUSE_MS = 0.5
+
+
+def matrices(benchmark: str, records: list[dict[str, Any]], feature_names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Host metadata and device features (as recorded) of recorded inputs: what the two trees are fitted on."""
+    return (np.array([distilled.metadata_from_info(benchmark, r["info"]) for r in records], float),
+            np.array([[r["features"][k] for k in feature_names] for r in records], float))
+
+
+def fit(benchmark: str, b: dict[str, Any], keep: list[str], read_us: float) -> dict[str, Any]:
+    """``distilled.distil_gated`` on a recorded run's training inputs, over the variants ``keep`` (run times of
+    refused variants: the recorded default's, as dispatch falls back)."""
+    _, runtime = cost_matrices(b["train"], b["variants"], b["default"])
+    runtime = runtime[:, [b["variants"].index(v) for v in keep]]
+    h, f = matrices(benchmark, b["train"], b["feature_names"])
+    return {**distilled.distil_gated(h, f, runtime, keep, read_us, BUDGET, benchmark), "train_runtime": runtime,
+            "train_host": h}
+
+
+def recorded_median(benchmark: str, b: dict[str, Any], tree_fit: dict[str, Any], keep: list[str]) -> int:
+    """Index of the median test input by the recorded run time of the selector's choice (features ready)."""
+    _, runtime = cost_matrices(b["test"], b["variants"], b["default"])
+    h, f = matrices(benchmark, b["test"], b["feature_names"])
+    limit = np.inf if tree_fit["min_size"] is None else tree_fit["min_size"]
+    chosen = [distilled.predict(tree_fit["features"]["tree"], list(hr) + list(fr))
+              if hr[distilled.GATE_SIZE[benchmark]] >= limit else distilled.predict(tree_fit["host"]["tree"], hr)
+              for hr, fr in zip(h, f, strict=True)]
+    run = np.array([runtime[i, b["variants"].index(c)] for i, c in enumerate(chosen)])
+    return int(np.argsort(run)[len(run) // 2])
+
+
+def pause(ms: float, busy: bool) -> float:
+    """Wait ``ms`` (sleeping: the GIL free; busy: a Python loop holding it); returns the ms actually waited."""
+    t0 = time.perf_counter()
+    end = t0 + ms * 1e-3
+    if busy:
+        while time.perf_counter() < end:
+            pass
+    else:
+        while time.perf_counter() < end:
+            time.sleep(0)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def first_calls(rt: Runtime, bench: Any, sel: PrefetchedDispatch, args: tuple[Any, ...], names: dict[int, str],
+                pause_ms: float, busy: bool, repeats: int) -> dict[str, Any]:
+    """``repeats`` first calls after a fix and a pause: host time of fix and of the first call (us), the pause
+    waited, whether the features were used, the labels chosen."""
+    fix_us, call_us, waited, used, labels = [], [], [], [], []
+    for _ in range(repeats + 1):  # the first repeat warms up (kernels compiled, pinned memory allocated)
+        bench.forget(*args)
+        sel.forget(*args)
+        rt.dev.synchronize()
+        t0 = time.perf_counter()
+        pending = sel.fix(*args)
+        t1 = time.perf_counter()
+        w = pause(pause_ms, busy)
+        u = sel.used_features(*args)
+        t2 = time.perf_counter()
+        launcher = sel.bind(*args)
+        t3 = time.perf_counter()
+        fix_us.append((t1 - t0) * 1e6)
+        call_us.append((t3 - t2) * 1e6)
+        waited.append(w)
+        used.append(u)
+        labels.append(names[id(launcher)])
+        pending.result()  # the device work done before the next fix
+        sel.forget(*args)
+        rt.dev.synchronize()
+    fix_us, call_us, waited, used, labels = fix_us[1:], call_us[1:], waited[1:], used[1:], labels[1:]
+    return {"pause_ms": pause_ms, "busy": busy, "waited_ms_median": statistics.median(waited),
+            "fix_us_median": statistics.median(fix_us), "first_call_us_median": statistics.median(call_us),
+            "first_call_us_p90": float(np.percentile(call_us, 90)), "first_call_us_min": min(call_us),
+            "features_used_share": sum(used) / len(used), "labels": {k: labels.count(k) for k in sorted(set(labels))}}
+
+
+def time_to_ready_ms(rt: Runtime, bench: Any, sel: PrefetchedDispatch, args: tuple[Any, ...], repeats: int) -> float:
+    """Median ms from the fix until the features are on the host (finished), the caller sleeping meanwhile."""
+    samples = []
+    for _ in range(repeats):
+        bench.forget(*args)
+        sel.forget(*args)
+        rt.dev.synchronize()
+        t0 = time.perf_counter()
+        pending = sel.fix(*args)
+        while pending.value is None and time.perf_counter() - t0 < 1.0:
+            time.sleep(0)
+        samples.append((time.perf_counter() - t0) * 1e3)
+        pending.result()
+        sel.forget(*args)
+    return statistics.median(samples)
+
+
+def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_scale: float,
+                  pauses: tuple[float, ...]) -> dict[str, Any]:
+    bench = BENCHES[name](rt)
+    variants = bench.variants()
+    keep = [v for v in b["variants"] if v in variants]
+    default = rt.default(name)
+    trees = fit(name, b, keep, 1.0)
+    median_i = recorded_median(name, b, trees, keep)
+    spec = shrink([inputs.InputSpec(**b["test"][median_i]["spec"])], size_scale)[0]
+    record = measure_input(bench, spec, rt.timer(*TIMING[name]))  # every variant timed and checked, live
+    rt.free()
+    args, _, _ = bench.build(spec)
+    names = {id(fn): v for v, fn in variants.items()}
+    fnames = b["feature_names"]
+    probe = PrefetchedDispatch(name, trees["host"]["tree"], trees["features"]["tree"], fnames, variants, default)
+    # the feature path's cost here (features on the host: the check, the gate and the walk), then the gate
+    read_us = first_calls(rt, bench, probe, args, names, max(pauses), False, repeats)["first_call_us_median"]
+    min_size = None
+    if trees["min_size"] is not None:
+        gate = distilled.size_gate(trees["train_host"][:, distilled.GATE_SIZE[name]],
+                                   np.nanmin(trees["train_runtime"], axis=1), read_us, BUDGET)
+        min_size = None if gate == np.inf else gate
+    sel = PrefetchedDispatch(name, trees["host"]["tree"], trees["features"]["tree"], fnames, variants, default,
+                             min_size=min_size)
+    calls = [first_calls(rt, bench, sel, args, names, p, False, repeats) for p in pauses]
+    calls.append(first_calls(rt, bench, sel, args, names, BUSY_PAUSE_MS, True, repeats))
+    times = {k: v for k, v in record["times_ms"].items() if k in keep and v is not None}
+    best = min(times.values())
+    dflt_ms = record["times_ms"].get(default)
+    for c in calls:
+        runs = [(times.get(v, dflt_ms), k) for v, k in c["labels"].items()]  # a refused variant runs the default
+        run_ms = sum(t * k for t, k in runs) / sum(k for _, k in runs)
+        c["chosen"] = max(c["labels"], key=c["labels"].get)
+        c["run_ms"] = run_ms
+        c["fraction_of_oracle"] = sum(best / t * k for t, k in runs) / sum(k for _, k in runs)
+        c["first_call_fraction_of_oracle"] = best / (run_ms + c["first_call_us_median"] * 1e-3)
+        c["share_of_run"] = c["first_call_us_median"] * 1e-3 / run_ms
+    return {"input": spec.name, "recorded_input": b["test"][median_i]["name"], "variants": keep, "default": default,
+            "live_times_ms": record["times_ms"], "live_features": record["features"],
+            "recorded_features": b["test"][median_i]["features"], "best_ms": best,
+            "oracle": min(times, key=times.get), "host_tree": trees["host"]["tree"],
+            "feature_tree": trees["features"]["tree"], "min_size": min_size,
+            "gate_size": distilled.HOST_METADATA[name][distilled.GATE_SIZE[name]], "feature_path_us": read_us,
+            "time_to_ready_ms": time_to_ready_ms(rt, bench, sel, args, repeats), "first_calls": calls}
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"# Prefetched first call, one selector per benchmark ({result['device']})", "",
+             f"Trees and gate fitted on the training inputs of `{result['raw']}`; live at the median test input. "
+             "Pause = what the caller does between fix and first call (sleep: GIL free; busy: a Python loop). "
+             "Gate: the feature tree from size " + ", ".join(
+                 f"{n} {r.get('gate_size')} >= {r.get('min_size')}" for n, r in result["benchmarks"].items()) + ".", "",
+             "| benchmark | input | pause ms | fix us | first call us (median / p90) | features used | chosen (most) | "
+             "fraction of oracle | first call incl. selection | share of run | to ready ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, r in result["benchmarks"].items():
+        if "error" in r:
+            lines.append(f"| {name} | error: {r['error'][:120]} |||||||||| ")
+            continue
+        for c in r["first_calls"]:
+            lines.append(
+                f"| {name} | {r['input']} | {c['pause_ms']:g}{' busy' if c['busy'] else ''} | {c['fix_us_median']:.1f} | "
+                f"{c['first_call_us_median']:.2f} / {c['first_call_us_p90']:.2f} | {100 * c['features_used_share']:.0f} % | "
+                f"{c['chosen']} | {c['fraction_of_oracle']:.3f} | {c['first_call_fraction_of_oracle']:.3f} | "
+                f"{100 * c['share_of_run']:.2f} % | {r['time_to_ready_ms']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_suite.prefetched",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", choices=("cuda", "opencl"))
+    parser.add_argument("--raw", default=str(RAW), help="recorded run to fit on (default: committed round 4)")
+    parser.add_argument("--out", default="out/gpu_suite", help="folder (default out/gpu_suite/)")
+    parser.add_argument("--benchmarks", default="spmv,histogram,sort,bfs")
+    parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--size-scale", type=float, default=1.0, help="shrink the input (CPU pilots)")
+    parser.add_argument("--pauses", default=",".join(f"{p:g}" for p in PAUSES_MS), help="ms, comma-separated")
+    args = parser.parse_args(argv)
+    rt = Runtime(args.device)
+    raw = json.loads(Path(args.raw).read_text())
+    result: dict[str, Any] = {"device": rt.dev.name, "raw": args.raw, "budget": BUDGET, "benchmarks": {}}
+    pauses = tuple(float(p) for p in args.pauses.split(","))
+    for name in args.benchmarks.split(","):
+        try:
+            result["benchmarks"][name] = run_benchmark(rt, name, raw["benchmarks"][name], args.repeats,
+                                                       args.size_scale, pauses)
+        except Exception as exc:  # recorded; the other benchmarks go on
+            result["benchmarks"][name] = {"error": repr(exc)[:500]}
+        rt.free()
+        print(name, json.dumps({k: v for k, v in result["benchmarks"][name].items()
+                                if k in ("input", "error", "time_to_ready_ms", "feature_path_us", "min_size")}), flush=True)
+    path = write_results(args.out, f"prefetched_{device_tag(rt.dev.name)}", result, table=markdown(result))
+    print(path.with_suffix(".md").read_text())
+
+
+if __name__ == "__main__":
+    main()

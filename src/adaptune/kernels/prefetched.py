@@ -1,0 +1,101 @@
+"""First-call dispatch with features prefetched at fix time: one selector, two distilled trees.
+
+Why: on a first call the device features cost a launch, a copy and a sync (50-540 us from Python on an H100)
+against median runs of 20-400 us, so a 2 % budget leaves 0.4-8 us; and reading features prefetched on a side
+stream still cost 7-60 us there (the host finish, NumPy over the copied partials, then the model). Here the
+features are started when the object is fixed (``fix``: ``features.prefetch_features`` with ``finish_early``,
+so the host finishes them on another thread the moment the copies land, while the caller does other work),
+and the first call is a budget gate over two trees compiled into closures (``adaptune.kernels.distilled``):
+when the prefetched features are on the host and the object is large enough that reading them fits the
+budget (``min_size``: one comparison, ``distilled.size_gate``), the tree over host metadata *and* device
+features; otherwise the tree over host metadata alone. Either way a few attribute reads and comparisons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from adaptune.kernels import distilled, features
+from adaptune.kernels.dispatch import DistilledDispatch, launcher_tree
+
+
+class PrefetchedDispatch:
+    """``fix(*args)`` when the inputs are fixed, then ``select`` / ``bind`` / call with the same arguments.
+    ``host_tree`` is over ``distilled.HOST_METADATA[benchmark]``; ``feature_tree`` over that metadata then
+    ``feature_names`` (``distilled.pair_sources``). A fixed object is held until its first call (the Pending
+    is dropped there), so fix only objects that will be called; ``forget`` drops one."""
+
+    def __init__(self, benchmark: str, host_tree: dict[str, Any], feature_tree: dict[str, Any],
+                 feature_names: Sequence[str], variants: dict[str, Callable[..., Any]], default: str, *,
+                 min_size: float | None = 0.0, checks: dict[str, Callable[[Any], bool]] | None = None) -> None:
+        # min_size None: the feature tree is never used (it did not beat the host tree in training)
+        self.benchmark, self.default = benchmark, default
+        self.min_size = float("inf") if min_size is None else float(min_size)
+        host = DistilledDispatch(benchmark, host_tree, variants, default, checks)
+        self.variants, self.checks = host.variants, host.checks
+        unknown = sorted(v for v in distilled.leaf_names(feature_tree) if v not in self.variants)
+        if unknown:
+            raise ValueError(f"the feature tree names variants not given: {', '.join(unknown)}")
+        self.host_tree, self.feature_tree = host_tree, feature_tree
+        arg, sources = distilled.pair_sources(benchmark, feature_names)
+        pair_checks = {k: (lambda p, _c=c: _c(p[0])) for k, c in self.checks.items()}
+        walk = distilled.compile_tree(feature_tree, (0, sources), pair_checks, default)
+        walk_bind = distilled.compile_tree(launcher_tree(feature_tree, self.variants), (0, sources), pair_checks,
+                                           self.variants[default])
+        self._pending: dict[int, tuple[Any, features.Pending]] = {}
+        self._arg, self._size = arg, _size_attr(benchmark)
+        pending, size_attr, limit = self._pending, self._size, self.min_size
+        host_select, host_bind = host.select, host.bind
+
+        def gate(args: tuple[Any, ...], use_features: Callable[[Any], Any], fallback: Callable[..., Any]) -> Any:
+            o = args[arg]
+            entry = pending.get(id(o))
+            if entry is not None:
+                value = entry[1].value
+                if value is not None and getattr(o, size_attr) >= limit:
+                    del pending[id(o)]
+                    return use_features((o, value))
+            return fallback(*args)
+
+        self.select: Callable[..., str] = lambda *args: gate(args, walk, host_select)
+        self.bind: Callable[..., Callable[..., Any]] = lambda *args: gate(args, walk_bind, host_bind)
+
+    def fix(self, *args: Any, high_priority: bool = False, pending: features.Pending | None = None
+            ) -> features.Pending:
+        """Start the features of these arguments' object on a side stream (nothing waits): call when the
+        inputs are fixed, then do other work; a first call uses them once they are on the host. ``pending``:
+        features already started (or ``Pending.finished``) to use instead."""
+        o = args[self._arg]
+        if pending is None:
+            pending = self._start(args[0], o, high_priority)
+        self._pending[id(o)] = (o, pending)
+        return pending
+
+    def _start(self, dev: Any, o: Any, high_priority: bool) -> features.Pending:
+        if self.benchmark == "sort":  # (dev, keys): plain keys, nothing to keep the Pending with
+            return features.prefetch_sort_features(dev, o, high_priority=high_priority, finish_early=True)
+        pending = features.prefetch_features(o, high_priority=high_priority, finish_early=True)
+        if pending is None:  # kept with the object already: on the host now
+            pending = features.Pending.finished(features.kept_features(o))
+        return pending
+
+    def used_features(self, *args: Any) -> bool:
+        """Whether a call now would walk the feature tree (for reports: no side effects)."""
+        o = args[self._arg]
+        entry = self._pending.get(id(o))
+        return entry is not None and entry[1].value is not None and getattr(o, self._size) >= self.min_size
+
+    def forget(self, *args: Any) -> None:
+        self._pending.pop(id(args[self._arg]), None)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.bind(*args)(*args)
+
+
+def _size_attr(benchmark: str) -> str:
+    """The attribute the gate compares (``distilled.GATE_SIZE``)."""
+    source = distilled.SOURCES[benchmark][1][distilled.GATE_SIZE[benchmark]]
+    if source[0] != "attr":
+        raise ValueError(f"the gate's size of {benchmark!r} must be an attribute, got {source!r}")
+    return source[1]
