@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import IO, Any
@@ -66,7 +67,7 @@ def python_executable() -> str:
                            "was found for the measurement worker; set ADAPTUNE_PYTHON to one")
 
 
-def _child_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
     """The parent's environment with its whole import path, so the child imports what the parent does."""
     env = dict(os.environ)
     paths = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
@@ -92,13 +93,14 @@ class WorkerProcess:
 
     def __init__(self, name: str = "adaptune-measure", warm: str | None = None) -> None:
         ours, theirs = socket.socketpair()
+        self.started_at = time.monotonic()  # the worker's start phases are counted from here
         self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix=f"{name}-stderr-")  # noqa: SIM115 - lives as long as the worker
         try:
             self.proc = subprocess.Popen(
                 [python_executable(), "-m", "adaptune.measure.worker", str(theirs.fileno()), str(os.getpid()),
                  *([warm] if warm else [])],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=self._stderr,
-                cwd=os.getcwd(), env=_child_env(), close_fds=True)
+                cwd=os.getcwd(), env=child_env(), close_fds=True)
         except BaseException:
             ours.close()
             self._stderr.close()
