@@ -11,14 +11,15 @@ processes:
 - ``steps``: a child that stamps ``time.monotonic()`` (one clock for every process) after the interpreter's
   start, after importing the worker's modules, the device library (CuPy or PyOpenCL), opening the device and
   the compiler's warm-up build;
-- ``spare`` / ``cold``: a real :class:`~adaptune.measure.Measurer` for Kernel Tuner's vector_add (``--size``
-  floats, three arrays shipped to the worker), with the worker started ahead as ``tune_kernel`` does
-  (``spare_worker``) or not; its ``start_phases`` say when the worker had imported, opened the device,
-  received and unpickled the spec, built its runner, and when the caller saw it ready;
+- ``spare``: a real :class:`~adaptune.measure.Measurer` for Kernel Tuner's vector_add (``--size`` floats, three
+  arrays shipped to the worker), the worker started ahead as ``tune_kernel`` does (``spare_worker``); its
+  ``start_phases`` say when the worker had imported, opened the device, received and unpickled the spec,
+  built its runner, and when the caller saw it ready;
 - ``generated``: as ``spare`` with a generated source (``GeneratedSources``: a jinja2 template's texts, made
   ahead), and ``generated_integrations`` with the texts behind a function of ``adaptune.integrations``, as
   ``tune_kernel`` sent them before: unpickling it imports the integrations (and scikit-learn with them).
 
+Once, ``python -X importtime`` of the worker's modules and the device library: the 30 slowest (cumulative).
 Writes ``worker_start.{json,md}`` (medians and spread over rounds, seconds from the worker's start).
 """
 
@@ -87,13 +88,19 @@ def generated(backend: str, size: int, through_integrations: bool) -> KernelSpec
     return spec(backend, size, GeneratedSources(("block_size_x",), texts))
 
 
-def measurer_phases(kernel: KernelSpec, backend: str, device: Any, spare: bool) -> dict[str, float]:
-    settings = MeasureSettings(repeats=1, warmup=0)
-    if spare:
-        with spare_worker(backend, device), Measurer(kernel, backend, settings, device) as m:
-            return dict(m.start_phases)
-    with Measurer(kernel, backend, settings, device) as m:
+def measurer_phases(kernel: KernelSpec, backend: str, device: Any) -> dict[str, float]:
+    with spare_worker(backend, device), Measurer(kernel, backend, MeasureSettings(repeats=1, warmup=0), device) as m:
         return dict(m.start_phases)
+
+
+def import_times(backend: str, top: int = 30) -> list[dict[str, Any]]:
+    """The slowest imports (cumulative microseconds) of a worker's modules and the device library."""
+    err = subprocess.run([python_executable(), "-X", "importtime", "-c",
+                          f"import adaptune.measure.worker, {LIBRARY[backend]}"], capture_output=True, text=True,
+                         env=child_env(), check=True).stderr
+    rows = [line.split("|") for line in err.splitlines() if line.startswith("import time:") and "cumulative" not in line]
+    parsed = [{"module": r[2].rstrip(), "self_us": int(r[0].split(":")[1]), "cumulative_us": int(r[1])} for r in rows]
+    return sorted(parsed, key=lambda r: -r["cumulative_us"])[:top]
 
 
 def _summary(samples: list[dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -108,11 +115,11 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="device (cuda: an index; opencl: PLATFORM,DEVICE); default 0")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--size", type=int, default=10_000_000, help="vector_add's floats per array (Kernel Tuner's)")
-    ap.add_argument("--variants", default="steps,spare,cold,generated,generated_integrations")
+    ap.add_argument("--variants", default="steps,spare,generated,generated_integrations")
     args = ap.parse_args()
     device: Any = (tuple(int(x) for x in (args.device or "0,0").split(",")) if args.backend == "opencl"
                    else int(args.device or 0))
-    kernels = {"spare": spec(args.backend, args.size), "cold": spec(args.backend, args.size),
+    kernels = {"spare": spec(args.backend, args.size),
                "generated": generated(args.backend, args.size, False),
                "generated_integrations": generated(args.backend, args.size, True)}
     variants = [v for v in args.variants.split(",") if v]
@@ -120,21 +127,23 @@ def main() -> None:
     for r in range(args.rounds):
         for variant in variants if r % 2 == 0 else variants[::-1]:  # interleaved, order alternating
             samples[variant].append(steps(args.backend, device) if variant == "steps" else
-                                    measurer_phases(kernels[variant], args.backend, device, variant != "cold"))
+                                    measurer_phases(kernels[variant], args.backend, device))
             print(f"round {r} {variant}: " + ", ".join(f"{k} {v:.3f}" for k, v in samples[variant][-1].items()),
                   file=sys.stderr, flush=True)
     summary = {v: _summary(s) for v, s in samples.items()}
+    imports = import_times(args.backend)
     table = [{"variant": v, "phase": k, "median s": st["median"], "min s": st["min"], "max s": st["max"]}
              for v, phases in summary.items() for k, st in phases.items()]
     meta = run_metadata(args.device if args.backend == "cuda" else None)
     write_results(args.out, "worker_start", {"backend": args.backend, "size": args.size, "rounds": args.rounds,
-                                             "summary": summary, "samples": samples},
+                                             "summary": summary, "samples": samples, "import_times": imports},
                   table=table, title=f"The measurement worker's start, phase by phase ({args.backend})",
                   notes="Seconds from the worker's start (spawn) to each moment; medians and range over "
                         f"{args.rounds} interleaved rounds. steps: a child importing and opening step by step. "
                         "spare/cold: a Measurer for vector_add with/without the worker started ahead; "
                         "generated(_integrations): its source a generator's texts made ahead, held by "
-                        "GeneratedSources / by a function of adaptune.integrations.",
+                        "GeneratedSources / by a function of adaptune.integrations.\n\nSlowest imports (cumulative "
+                        "ms): " + ", ".join(f"{r['module'].strip()} {r['cumulative_us'] / 1e3:.0f}" for r in imports[:15]),
                   metadata=meta)
 
 

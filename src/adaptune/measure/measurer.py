@@ -25,7 +25,7 @@ import cloudpickle
 
 from adaptune.backends import BACKENDS
 from adaptune.measure.geometry import SpecError
-from adaptune.measure.process import WorkerProcess, take_spare, warm_argument
+from adaptune.measure.process import WorkerProcess, send_raw, take_spare, warm_argument
 from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
 from adaptune.records import DeviceInfo, Result, Status
 
@@ -103,7 +103,7 @@ class Measurer:
         with contextlib.suppress(OSError):  # a worker that died already: _receive reports how
             worker.conn.send(("setup", self._payload, [b.nbytes for b in self._buffers]))
             for buffer in self._buffers:
-                worker.conn.send_bytes(buffer)
+                send_raw(worker.conn, buffer)
         message = self._receive(self.start_timeout_s)
         if message is None or message[0] != "ready":
             note = _stderr_note(worker)
