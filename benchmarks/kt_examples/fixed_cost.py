@@ -5,7 +5,8 @@
 ``DIR`` holds an adaptune tree (``src/``; ``git archive COMMIT src | tar -x -C DIR``); ``--after`` defaults to
 this checkout. Per round, each tree in a fresh process (order alternating): Kernel Tuner's ``vector_add``
 (``--size`` floats, 15 block sizes) through ``adaptune.tune_kernel`` (the wall of the call), then the wall until
-a worker is ready (``spare_worker`` + ``Measurer``, as ``tune_kernel`` starts it) for that kernel, for the same
+a worker is ready (``spare_worker`` + ``Measurer``, as ``tune_kernel`` starts it) for that kernel,
+each part a second after the last (whose worker exits in the background), for the same
 kernel with a generated source held by a function of ``adaptune.integrations`` (what ``tune_kernel`` sends for
 a jinja2 template), and, where the tree has it, with ``GeneratedSources``. Writes ``fixed_cost.{json,md}``.
 """
@@ -48,6 +49,7 @@ b = np.random.randn(size).astype(np.float32)
 args = [np.zeros_like(b), a, b, np.int32(size)]
 blocks = [128 + 64 * i for i in range(15)]
 out = {}
+time.sleep(1.0)  # every timed part starts with the last one's worker gone (a closed worker exits in the background)
 start = time.perf_counter()
 kt.tune_kernel("vector_add", source, size, args, {"block_size_x": blocks}, lang=backend.upper(), quiet=True)
 out["tune_kernel"] = time.perf_counter() - start
@@ -59,6 +61,7 @@ try:
 except ImportError:
     pass
 for name, src in sources.items():
+    time.sleep(1.0)
     start = time.perf_counter()
     with spare_worker(backend, device), Measurer(KernelSpec(src, "vector_add", args, problem_size=size), backend,
                                                  MeasureSettings(repeats=1, warmup=0), device):
