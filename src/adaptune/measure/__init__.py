@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from adaptune._lazy import lazy_getattr
 
-_LAZY: dict[str, str] = {
-    "Geometry": "adaptune.measure.geometry", "SpecError": "adaptune.measure.geometry",
-    "launch_geometry": "adaptune.measure.geometry",
-    "Measurer": "adaptune.measure.measurer", "MeasureSetupError": "adaptune.measure.measurer",
-    "NVMLObserver": "adaptune.measure.observers", "ObserverError": "adaptune.measure.observers",
-    "CallableSpec": "adaptune.measure.spec", "GeneratedSources": "adaptune.measure.spec",
-    "KernelSpec": "adaptune.measure.spec", "MeasureSettings": "adaptune.measure.spec",
-    "median_ci": "adaptune.measure.timing", "time_callable": "adaptune.measure.timing",
-    "poison_value": "adaptune.measure.verify",
+#: public names by the module that defines them
+_MODULES = {
+    "geometry": ("Geometry", "SpecError", "launch_geometry"),
+    "measurer": ("Measurer", "MeasureSetupError"),
+    "observers": ("NVMLObserver", "ObserverError"),
+    "spec": ("CallableSpec", "GeneratedSources", "KernelSpec", "MeasureSettings"),
+    "timing": ("median_ci", "time_callable"),
+    "verify": ("poison_value",),
 }
+_LAZY = {name: f"adaptune.measure.{module}" for module, names in _MODULES.items() for name in names}
 
 __all__ = sorted(_LAZY)
 
