@@ -26,6 +26,7 @@ Writes ``worker_start.{json,md}`` (medians and spread over rounds, seconds from 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -124,10 +125,12 @@ def main() -> None:
                "generated_integrations": generated(args.backend, args.size, True)}
     variants = [v for v in args.variants.split(",") if v]
     samples: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
+    loads: list[float] = []
     for r in range(args.rounds):
         for variant in variants if r % 2 == 0 else variants[::-1]:  # interleaved, order alternating
             samples[variant].append(steps(args.backend, device) if variant == "steps" else
                                     measurer_phases(kernels[variant], args.backend, device))
+            loads.append(os.getloadavg()[0])
             print(f"round {r} {variant}: " + ", ".join(f"{k} {v:.3f}" for k, v in samples[variant][-1].items()),
                   file=sys.stderr, flush=True)
     summary = {v: _summary(s) for v, s in samples.items()}
@@ -136,11 +139,13 @@ def main() -> None:
              for v, phases in summary.items() for k, st in phases.items()]
     meta = run_metadata(args.device if args.backend == "cuda" else None)
     write_results(args.out, "worker_start", {"backend": args.backend, "size": args.size, "rounds": args.rounds,
-                                             "summary": summary, "samples": samples, "import_times": imports},
+                                             "summary": summary, "samples": samples, "import_times": imports,
+                                             "load_average": loads},
                   table=table, title=f"The measurement worker's start, phase by phase ({args.backend})",
                   notes="Seconds from the worker's start (spawn) to each moment; medians and range over "
-                        f"{args.rounds} interleaved rounds. steps: a child importing and opening step by step. "
-                        "spare/cold: a Measurer for vector_add with/without the worker started ahead; "
+                        f"{args.rounds} interleaved rounds (load average {min(loads):.1f}-{max(loads):.1f}). steps: a child "
+                        "importing and opening step by step. spare: a Measurer for vector_add, its worker started "
+                        "ahead; "
                         "generated(_integrations): its source a generator's texts made ahead, held by "
                         "GeneratedSources / by a function of adaptune.integrations.\n\nSlowest imports (cumulative "
                         "ms): " + ", ".join(f"{r['module'].strip()} {r['cumulative_us'] / 1e3:.0f}" for r in imports[:15]),
