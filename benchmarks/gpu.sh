@@ -15,7 +15,7 @@
 #   kernel_tuner           CUDA backend tests, adaptune vs Kernel Tuner brute force, recorded spaces
 #   kt_examples BATCHES    Kernel Tuner's CUDA examples, import line swapped, beside Kernel Tuner 1.5 (BATCH 0:
 #                          the drop-in's CUDA test; 1-4: the examples, each refereed; 5: the worker's start
-#                          phases, and before/after with .carry/before; several as 5,4 in one call, which stops
+#                          phases, and before/after with .carry/before: a call of its own; several as 0,4 in one call, which stops
 #                          starting examples before KT_DEADLINE_S, default 540 s); carry .carry/kt  <= 10 min
 #
 # Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: the device copy has no .git),
@@ -147,11 +147,12 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
          elapsed "batch 0 done"; continue ;;
       5) # the worker's start phase by phase (no Kernel Tuner needed), and before/after against the tree carried
          # in .carry/before (git archive BEFORE_COMMIT src | tar -x -C .carry/before) when there is one
-         timeout 150 $PY -m benchmarks.kt_examples.worker_start --backend cuda --rounds 7 --out "$OUT/worker_start" \
-             2>&1 | tail -4
+         # (CPU pilot: KT_WORKER_BACKEND=opencl)
+         timeout 150 $PY -m benchmarks.kt_examples.worker_start --backend "${KT_WORKER_BACKEND:-cuda}" --rounds 7 \
+             --out "$OUT/worker_start" 2>&1 | tail -4
          cat "$OUT/worker_start/worker_start.md"
          [ -d .carry/before/src ] && timeout 200 $PY -m benchmarks.kt_examples.fixed_cost --before .carry/before \
-             --backend cuda --rounds 5 --out "$OUT/fixed_cost" 2>&1 | tail -2 && cat "$OUT/fixed_cost/fixed_cost.md"
+             --backend "${KT_WORKER_BACKEND:-cuda}" --rounds 5 --out "$OUT/fixed_cost" 2>&1 | tail -2 && cat "$OUT/fixed_cost/fixed_cost.md"
          elapsed "batch 5 done"; continue ;;
       1) examples=convolution.py,convolution_correct.py,matmul.py,sepconv.py ;;
       2) examples=sepconv_parallel.py,expdist.py,reduction.py,spmv.py,stencil.py,zeromeanfilter.py ;;

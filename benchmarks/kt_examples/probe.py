@@ -110,7 +110,13 @@ def wrap(tool: str, record: Path, referee: tuple[list[dict[str, Any] | None], in
             call = dict(signature.bind(kernel_name, kernel_source, problem_size, arguments, tune_params, *args,
                                        **kwargs).arguments)
             pair = pairs[len(calls)] if len(calls) < len(pairs) else None
-            entry, out = replay_call(original, call, pair, rounds, objective_of(kwargs))
+            try:
+                entry, out = replay_call(original, call, pair, rounds, objective_of(kwargs))
+            except Exception as exc:  # recorded for this call, then the script fails as it would
+                calls.append({"kernel": kernel_name, "configs": pair, "replayed": False,
+                              "why": f"Kernel Tuner raised {type(exc).__name__}: {str(exc)[:300]}"})
+                record.write_text(json.dumps(calls))
+                raise
             calls.append({**entry, "wall_s": time.perf_counter() - start})
         record.write_text(json.dumps(calls))
         return out
