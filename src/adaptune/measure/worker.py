@@ -134,6 +134,7 @@ def _open(text: str) -> Opened | None:
 
 
 def _warm_up(backend: Any, phases: dict[str, float]) -> None:
+    """The compiler's warm-up build (its failures are left to the first real compile), stamped."""
     backend.warm_up()
     phases["warm_up_built"] = time.monotonic()
 
@@ -149,8 +150,8 @@ def serve(conn: Connection, loaded: Any, warmed: Opened | None = None, phases: d
         spec, backend, settings, device = loaded
         opened = None
         if warmed is not None:
-            opened = warmed.backend if (warmed.name, warmed.device) == (backend, device) and not settings.cache_dir \
-                else None
+            asked_for = (warmed.name, warmed.device) == (backend, device) and not settings.cache_dir
+            opened = warmed.backend if asked_for else None
             if opened is None:
                 warmed.settle()
                 warmed.backend.close()
