@@ -127,7 +127,7 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
   # own CUDA test, 1-4 a share of the examples each; BATCHES "0,4" runs several in this call, and no example
   # starts unless it can end (both tools at their time limit) before KT_DEADLINE_S seconds of the call
   local batches=${1:-1} c=.carry/kt need="" examples pair batch deadline=${KT_DEADLINE_S:-540}
-  for pair in kernel_tuner:kernel_tuner constraint:python_constraint2 xmltodict:xmltodict jsonschema:jsonschema \
+  [ "$batches" = 5 ] || for pair in kernel_tuner:kernel_tuner constraint:python_constraint2 xmltodict:xmltodict jsonschema:jsonschema \
       jsonschema_specifications:jsonschema_specifications referencing:referencing rpds:rpds_py attrs:attrs \
       sqlalchemy:sqlalchemy greenlet:greenlet pandas:pandas dateutil:python_dateutil pytz:pytz tzdata:tzdata \
       six:six jinja2:jinja2 markupsafe:markupsafe matplotlib:matplotlib contourpy:contourpy cycler:cycler \
@@ -151,7 +151,7 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
          timeout 150 $PY -m benchmarks.kt_examples.worker_start --backend "${KT_WORKER_BACKEND:-cuda}" --rounds 7 \
              --out "$OUT/worker_start" 2>&1 | tail -4
          cat "$OUT/worker_start/worker_start.md"
-         [ -d .carry/before/src ] && timeout 200 $PY -m benchmarks.kt_examples.fixed_cost --before .carry/before \
+         [ -d .carry/before/src ] && timeout 380 $PY -m benchmarks.kt_examples.fixed_cost --before .carry/before \
              --backend "${KT_WORKER_BACKEND:-cuda}" --rounds 5 --out "$OUT/fixed_cost" 2>&1 | tail -2 && cat "$OUT/fixed_cost/fixed_cost.md"
          elapsed "batch 5 done"; continue ;;
       1) examples=convolution.py,convolution_correct.py,matmul.py,sepconv.py ;;

@@ -98,17 +98,22 @@ def main() -> None:
                 samples[label].append(child(trees[label], args.backend, args.size, Path(tmp)))
             loads.append(os.getloadavg()[0])
             print(f"round {r} {label}: {samples[label][-1]}", file=sys.stderr, flush=True)
+        write(args, trees, samples, loads)  # after every round: a call stopped from outside keeps what it did
+
+
+def write(args: Any, trees: dict[str, Path], samples: dict[str, list[dict[str, float]]], loads: list[float]) -> None:
     summary = {label: {k: _stats([s[k] for s in runs if k in s]) for k in dict.fromkeys(k for s in runs for k in s)}
                for label, runs in samples.items()}
     rows = [{"measure": k, **{f"{label} median s (min-max)": _text(summary[label].get(k)) for label in trees},
              "after / before (medians)": (summary["after"][k]["median"] / summary["before"][k]["median"]
                                           if k in summary["before"] and k in summary["after"] else None)}
             for k in dict.fromkeys(k for runs in summary.values() for k in runs)]
-    write_results(args.out, "fixed_cost", {"backend": args.backend, "size": args.size, "rounds": args.rounds,
+    rounds = min(len(runs) for runs in samples.values())
+    write_results(args.out, "fixed_cost", {"backend": args.backend, "size": args.size, "rounds": rounds,
                                            "trees": {k: str(v) for k, v in trees.items()}, "summary": summary,
                                            "samples": samples, "load_average": loads},
                   table=rows, title=f"A tuning call's fixed cost, before and after ({args.backend})",
-                  notes=f"{args.rounds} interleaved rounds, each tree in a fresh process; load average during the "
+                  notes=f"{rounds} interleaved rounds, each tree in a fresh process; load average during the "
                         f"runs {min(loads):.1f}-{max(loads):.1f}.", metadata=run_metadata())
 
 
