@@ -41,11 +41,11 @@ NEEDS = {
     "going_green_performance_model.py": "a standalone GPU clock study (pycuda, matplotlib, seaborn), not a tuning run",
     "python_kernel.py": "PyCUDA (Kernel Tuner's PythonKernel with its default lang, CUDA, runs on PyCUDA; it is no "
                         "tuning call)",
-    # the scripts themselves import pycuda.driver (page-locked, mapped host memory) and tune lang="C" code: both
+    # the scripts themselves import pycuda.driver (page-locked, mapped host memory for their lang="C" code): both
     # tools failed there on the H100 on 2026-11-26 with "No module named 'pycuda'" (the committed results keep
-    # those runs); adaptune has no "C" backend either
-    "pnpoly.py": "PyCUDA (the script imports pycuda.driver itself) and a C compiler backend (lang='C')",
-    "convolution_streams.py": "PyCUDA (the script imports pycuda.driver itself) and a C compiler backend (lang='C')",
+    # those runs aside)
+    "pnpoly.py": "PyCUDA (the script imports pycuda.driver itself, for mapped host memory)",
+    "convolution_streams.py": "PyCUDA (the script imports pycuda.driver itself, for page-locked memory and streams)",
     "texture.py": "CUDA texture references (texture<float, 2>), removed in CUDA 12: the H100's CUDA 13 rejects the "
                   "kernel ('texture is not a template'), and adaptune refuses texmem_args",
     "python_kernel_cupy.py": "nothing of either tool's tuning: it calls Kernel Tuner's PythonKernel directly",
@@ -314,8 +314,9 @@ def merged_examples(parts: list[dict[str, Any]]) -> dict[str, Any]:
                 examples[name] = entry
     for name, entry in examples.items():  # an example listed as needing something since keeps its earlier run aside
         need = NEEDS.get(name) or NEEDS.get(name.rsplit("/", 1)[-1])
-        if need and "skipped" not in entry:
-            examples[name] = {"skipped": f"needs {need}", "earlier_run": entry}
+        if need:
+            earlier = entry.get("earlier_run") if "skipped" in entry else entry
+            examples[name] = {"skipped": f"needs {need}", **({"earlier_run": earlier} if earlier else {})}
     return examples
 
 
