@@ -14,7 +14,8 @@
 #                          WHEELS: a folder with ray_slim.tar.xz and the wheels the machine lacks
 #   kernel_tuner           CUDA backend tests, adaptune vs Kernel Tuner brute force, recorded spaces
 #   kt_examples BATCHES    Kernel Tuner's CUDA examples, import line swapped, beside Kernel Tuner 1.5 (BATCH 0:
-#                          the drop-in's CUDA test; 1-4: the examples; several as 0,4 in one call, which stops
+#                          the drop-in's CUDA test; 1-4: the examples, each refereed; 5: the worker's start
+#                          phases, and before/after with .carry/before: a call of its own; several as 0,4 in one call, which stops
 #                          starting examples before KT_DEADLINE_S, default 540 s); carry .carry/kt  <= 10 min
 #
 # Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: the device copy has no .git),
@@ -126,7 +127,7 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
   # own CUDA test, 1-4 a share of the examples each; BATCHES "0,4" runs several in this call, and no example
   # starts unless it can end (both tools at their time limit) before KT_DEADLINE_S seconds of the call
   local batches=${1:-1} c=.carry/kt need="" examples pair batch deadline=${KT_DEADLINE_S:-540}
-  for pair in kernel_tuner:kernel_tuner constraint:python_constraint2 xmltodict:xmltodict jsonschema:jsonschema \
+  [ "$batches" = 5 ] || for pair in kernel_tuner:kernel_tuner constraint:python_constraint2 xmltodict:xmltodict jsonschema:jsonschema \
       jsonschema_specifications:jsonschema_specifications referencing:referencing rpds:rpds_py attrs:attrs \
       sqlalchemy:sqlalchemy greenlet:greenlet pandas:pandas dateutil:python_dateutil pytz:pytz tzdata:tzdata \
       six:six jinja2:jinja2 markupsafe:markupsafe matplotlib:matplotlib contourpy:contourpy cycler:cycler \
@@ -144,11 +145,20 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
     case "$batch" in
       0) timeout 200 $PY -m pytest -q -p no:cacheprovider tests/integrations/test_kernel_tuner_cuda.py 2>&1 | tail -15
          elapsed "batch 0 done"; continue ;;
+      5) # the worker's start phase by phase (no Kernel Tuner needed), and before/after against the tree carried
+         # in .carry/before (git archive BEFORE_COMMIT src | tar -x -C .carry/before) when there is one
+         # (CPU pilot: KT_WORKER_BACKEND=opencl)
+         timeout 150 $PY -m benchmarks.kt_examples.worker_start --backend "${KT_WORKER_BACKEND:-cuda}" --rounds 7 \
+             --out "$OUT/worker_start" 2>&1 | tail -4
+         cat "$OUT/worker_start/worker_start.md"
+         [ -d .carry/before/src ] && timeout 380 $PY -m benchmarks.kt_examples.fixed_cost --before .carry/before \
+             --backend "${KT_WORKER_BACKEND:-cuda}" --rounds 5 --out "$OUT/fixed_cost" 2>&1 | tail -2 && cat "$OUT/fixed_cost/fixed_cost.md"
+         elapsed "batch 5 done"; continue ;;
       1) examples=convolution.py,convolution_correct.py,matmul.py,sepconv.py ;;
       2) examples=sepconv_parallel.py,expdist.py,reduction.py,spmv.py,stencil.py,zeromeanfilter.py ;;
       3) examples=convolution_streams.py,pnpoly.py,pnpoly_cupy.py,texture.py,accuracy.py,test_vector_add.py,test_vector_add_parameterized.py,vector_add_parallel.py ;;
       4) examples=vector_add.py,vector_add_codegen.py,vector_add_cupy.py,vector_add_custom_strategy.py,vector_add_jinja.py,vector_add_jinja2.py,vector_add_metric.py,vector_add_nvcuda.py,vector_add_observers.py,vector_add_blocksize.py,vector_add_defines.py,python_kernel.py,python_kernel_cupy.py,vector_add_observers_pmt.py,vector_add_tegra_observer.py,vector_add_observers_ncu.py,going_green_performance_model.py ;;
-      *) echo "kt_examples: batches 0-4"; return 1 ;;
+      *) echo "kt_examples: batches 0-5"; return 1 ;;
     esac
     local left=$(( deadline - $(date +%s) + t0 ))
     [ "$left" -gt 30 ] || { echo "batch $batch: no time left"; continue; }

@@ -9,7 +9,10 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import pickle
 import statistics
+import subprocess
+import sys
 import threading
 import time
 
@@ -18,6 +21,7 @@ import pytest
 
 from adaptune.measure import (
     CallableSpec,
+    GeneratedSources,
     KernelSpec,
     Measurer,
     MeasureSettings,
@@ -158,11 +162,30 @@ def test_a_worker_started_ahead_measures_and_one_left_untaken_is_stopped():
         with Measurer(modes_spec(), "opencl", SETTINGS) as m:
             assert not process._spares  # taken, not started twice
             result = m.measure(cfg())
+            phases = m.start_phases  # seconds from the worker's start to each moment of it
         assert result.ok, result.error
+        assert phases["imported"] <= phases["device_opened"] <= phases["runner_ready"] <= phases["ready_seen"]
+        assert phases["imported"] <= phases["setup_received"] <= phases["runner_ready"]
         spare.proc.wait(10)  # closed: it exits on its own
     with process.spare_worker("opencl", None):
         unused = process._spares[process.warm_argument("opencl", None)]
     assert unused.proc.poll() is not None and not process._spares
+
+
+def test_the_worker_starts_without_the_parents_modules_and_generated_texts_add_none():
+    """A worker's start is a tuning call's fixed cost: it imports neither the parent's side (Measurer, cloudpickle)
+    nor, for a generator's texts made ahead (GeneratedSources), the layers above measurement."""
+    code = ("import sys, pickle, adaptune.measure.worker as w; pickle.loads(sys.stdin.buffer.read()); "
+            "print(sorted(m for m in sys.modules if m in ('cloudpickle', 'sklearn') or 'measurer' in m "
+            "or m.startswith(('adaptune.search', 'adaptune.integrations'))))")
+    texts = GeneratedSources(("mode",), {(0,): MODES_SOURCE, (1,): MODES_SOURCE.replace("a[i] - b[i]", "0")})
+    out = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(texts), capture_output=True,
+                         env=process.child_env(), check=True)
+    assert out.stdout.decode().strip() == "[]", out.stderr.decode()
+    spec = KernelSpec(texts, "vadd", [A.copy(), B, np.zeros_like(A), np.int32(N)], problem_size=N,
+                      answer=[None, None, A + B, None])
+    with Measurer(spec, "opencl", MeasureSettings(repeats=1, warmup=0)) as m:
+        assert m.measure(cfg(0)).ok and m.measure(cfg(1)).status is Status.WRONG_RESULT
 
 
 IN_PLACE_SOURCE = """

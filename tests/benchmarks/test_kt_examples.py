@@ -1,8 +1,18 @@
-"""kt_examples changes only the import lines of a Kernel Tuner example, and judges the best on Kernel Tuner's clock."""
+"""kt_examples changes only the import lines of a Kernel Tuner example, and judges the best on Kernel Tuner's clock
+(in the run, and by a referee that re-times both bests side by side)."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
+from benchmarks.kt_examples.referee import TOOLS, narrowed, replay_call, verdict
 from benchmarks.kt_examples.run import compare, merged_examples, swap_imports
+
+OPENCL_ADD = """__kernel void vector_add(__global float *c, __global const float *a, __global const float *b, int n) {
+    int i = get_global_id(0);
+    if (i < n) { c[i] = a[i] + b[i]; }
+}"""
 
 SCRIPT = """import numpy
 import kernel_tuner
@@ -48,3 +58,60 @@ def test_a_later_batch_replaces_results_but_not_with_an_example_it_did_not_run()
     assert merged["cuda/a.py"]["adaptune"]["status"] == "ok"
     assert merged["cuda/b.py"]["adaptune"]["status"] == "ok"
     assert merged["cuda/c.py"] == {"not_run": "deadline"}
+
+
+def refereed(*rounds):
+    return {"status": "ok", "calls": [{"replayed": True, **verdict([dict(zip(TOOLS, r, strict=True)) for r in rounds],
+                                                                   higher=False)}]}
+
+
+def test_the_referees_medians_decide_where_it_replayed_the_call():
+    kt = {"status": "ok", "wall_s": 2.0, "calls": [call({"b": 64}, {"32": 1.2, "64": 1.0})]}
+    ours = {"status": "ok", "wall_s": 1.0, "calls": [call({"b": 32}, {"32": 0.5, "64": 0.9})]}
+    # in its own run Kernel Tuner timed our best 20 % slower; re-timed side by side it is 1 % slower
+    judged = compare(ours, kt, refereed((1.0, 1.01), (1.02, 1.0), (1.0, 1.01)))
+    assert judged["same_or_within_3pct"] is True and judged["judged_by"] == ["referee"]
+    assert judged["in_run_same_or_within_3pct"] is False
+    assert compare(ours, kt, refereed((1.0, 1.10), (1.0, 1.08), (1.0, 1.09)))["same_or_within_3pct"] is False
+    # a call the referee could not replay is judged in the run, as in result files from before the referee
+    assert compare(ours, kt, {"calls": [{"replayed": False, "why": "simulation_mode"}]})["judged_by"] == ["in_run"]
+
+
+def test_verdict_follows_the_objectives_direction_and_reports_failures():
+    rounds = [{"kernel_tuner": 100.0, "adaptune": 98.0}, {"kernel_tuner": 101.0, "adaptune": 99.0}]
+    assert verdict(rounds, higher=True)["within_3pct"] is True  # GFLOP/s: 98 of 100 is within 3 %
+    assert verdict(rounds, higher=False)["within_3pct"] is True
+    assert verdict([{"kernel_tuner": 100.0, "adaptune": 90.0}], higher=True)["within_3pct"] is False
+    noisy = verdict([{"kernel_tuner": 1.0, "adaptune": 0.9}, {"kernel_tuner": 1.0, "adaptune": 1.2}], higher=False)
+    assert noisy["rounds_agree"] is False
+    failed = verdict([{"kernel_tuner": 1.0, "adaptune": "InvalidConfig"}], higher=False)
+    assert failed["replayed"] is False and "adaptune's best: InvalidConfig" in failed["why"]
+
+
+def test_narrowing_finds_the_scripts_own_values_and_refuses_others():
+    params = {"block_size_x": [32, 64], "vendor": ["a", "b"]}
+    assert narrowed(params, {"block_size_x": 64, "vendor": "b"}) == {"block_size_x": [64], "vendor": ["b"]}
+    with pytest.raises(LookupError, match="block_size_x=48"):
+        narrowed(params, {"block_size_x": 48, "vendor": "a"})
+
+
+def test_an_example_listed_as_needing_something_keeps_its_earlier_run_aside():
+    merged = merged_examples([{"examples": {"cuda/texture.py": {"adaptune": {"status": "error"}}}}])
+    assert merged["cuda/texture.py"]["skipped"].startswith("needs CUDA texture references")
+    assert merged["cuda/texture.py"]["earlier_run"] == {"adaptune": {"status": "error"}}
+
+
+@pytest.mark.slow
+def test_the_referee_replays_a_call_with_kernel_tuner_on_pocl():
+    kernel_tuner = pytest.importorskip("kernel_tuner")
+    size = 4096
+    a, b = np.arange(size, dtype=np.float32), np.ones(size, dtype=np.float32)
+    call = {"kernel_name": "vector_add", "kernel_source": OPENCL_ADD, "problem_size": size,
+            "arguments": [np.zeros_like(a), a, b, np.int32(size)], "tune_params": {"block_size_x": [32, 64, 128]},
+            "lang": "OpenCL", "iterations": 3, "cache": "must_not_be_read.json"}
+    pair = {"kernel": "vector_add", "kernel_tuner": {"block_size_x": 64}, "adaptune": {"block_size_x": 128}}
+    record, (results, _) = replay_call(kernel_tuner.tune_kernel, call, pair, 2, ("time", False))
+    assert record["replayed"] is True and len(record["rounds"]) == 2
+    assert list(record["rounds"][1]) == ["adaptune", "kernel_tuner"]  # order alternates
+    assert all(v > 0 for r in record["rounds"] for v in r.values())
+    assert sorted(r["block_size_x"] for r in results) == [64, 128]  # the script gets both configurations back

@@ -2,27 +2,31 @@
 
 ``Measurer(spec, backend, settings, device).measure(config) -> Result``; ``time_callable`` for
 in-process timing of Python code.
+
+Names are resolved on first use (PEP 562): the worker process imports ``adaptune.measure.worker`` and
+what it needs, not the parent's side (the Measurer, cloudpickle) -- a worker's start is a tuning call's
+fixed cost.
 """
 
-from adaptune.measure.geometry import Geometry, SpecError, launch_geometry
-from adaptune.measure.measurer import Measurer, MeasureSetupError
-from adaptune.measure.observers import NVMLObserver, ObserverError
-from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
-from adaptune.measure.timing import median_ci, time_callable
-from adaptune.measure.verify import poison_value
+from __future__ import annotations
 
-__all__ = [
-    "CallableSpec",
-    "Geometry",
-    "KernelSpec",
-    "MeasureSettings",
-    "MeasureSetupError",
-    "Measurer",
-    "NVMLObserver",
-    "ObserverError",
-    "SpecError",
-    "launch_geometry",
-    "median_ci",
-    "poison_value",
-    "time_callable",
-]
+from adaptune._lazy import lazy_getattr
+
+#: public names by the module that defines them
+_MODULES = {
+    "geometry": ("Geometry", "SpecError", "launch_geometry"),
+    "measurer": ("Measurer", "MeasureSetupError"),
+    "observers": ("NVMLObserver", "ObserverError"),
+    "spec": ("CallableSpec", "GeneratedSources", "KernelSpec", "MeasureSettings"),
+    "timing": ("median_ci", "time_callable"),
+    "verify": ("poison_value",),
+}
+_LAZY = {name: f"adaptune.measure.{module}" for module, names in _MODULES.items() for name in names}
+
+__all__ = sorted(_LAZY)
+
+__getattr__ = lazy_getattr("adaptune.measure", _LAZY, globals())
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

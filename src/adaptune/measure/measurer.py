@@ -25,7 +25,7 @@ import cloudpickle
 
 from adaptune.backends import BACKENDS
 from adaptune.measure.geometry import SpecError
-from adaptune.measure.process import WorkerProcess, take_spare, warm_argument
+from adaptune.measure.process import WorkerProcess, send_raw, take_spare, warm_argument
 from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
 from adaptune.records import DeviceInfo, Result, Status
 
@@ -79,6 +79,10 @@ class Measurer:
         self._info: DeviceInfo | None = None
         self._prefetched: dict[str, dict[str, Any]] = {}
         self.restarts = 0
+        #: seconds from the worker's start to each moment of its last start (:mod:`adaptune.measure.worker`),
+        #: ``setup_sent`` (this process sent the spec: later than the start for a spare worker) and
+        #: ``ready_seen`` (this process had the answer)
+        self.start_phases: dict[str, float] = {}
         self._start()
 
     # --- worker lifecycle --------------------------------------------------------------------
@@ -95,10 +99,11 @@ class Measurer:
         worker = take_spare(warm) or WorkerProcess(warm=warm)
         self._worker = worker
         self._finalizer = weakref.finalize(self, worker.stop)
+        sent = time.monotonic()
         with contextlib.suppress(OSError):  # a worker that died already: _receive reports how
             worker.conn.send(("setup", self._payload, [b.nbytes for b in self._buffers]))
             for buffer in self._buffers:
-                worker.conn.send_bytes(buffer)
+                send_raw(worker.conn, buffer)
         message = self._receive(self.start_timeout_s)
         if message is None or message[0] != "ready":
             note = _stderr_note(worker)
@@ -113,6 +118,10 @@ class Measurer:
                                     f"{message[1]}")
         if self._info is None:
             self._info = message[1]
+        phases = message[2] if len(message) > 2 else {}
+        self.start_phases = {"setup_sent": sent - worker.started_at,
+                             **{k: v - worker.started_at for k, v in phases.items()},
+                             "ready_seen": time.monotonic() - worker.started_at}
         if self._prefetched:
             self._conn.send(("prefetch", list(self._prefetched.values())))
 

@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import IO, Any
@@ -66,7 +67,7 @@ def python_executable() -> str:
                            "was found for the measurement worker; set ADAPTUNE_PYTHON to one")
 
 
-def _child_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
     """The parent's environment with its whole import path, so the child imports what the parent does."""
     env = dict(os.environ)
     paths = [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
@@ -86,19 +87,42 @@ def warm_argument(backend: str, device: Any) -> str | None:
         return None
 
 
+def send_raw(conn: Connection, buffer: Any) -> None:
+    """Write a buffer's bytes to the connection's socket as they are, without a frame: the setup's argument
+    arrays (their sizes travel in the setup message). Half the time of ``send_bytes``/``recv_bytes_into``, which
+    copy each chunk through a new bytes object (0.1 s instead of 0.25 s for Kernel Tuner's vector_add's
+    120 MB on the development VM)."""
+    view = memoryview(buffer).cast("B")
+    sent = 0
+    while sent < len(view):
+        sent += os.write(conn.fileno(), view[sent:])
+
+
+def receive_raw(conn: Connection, buffer: bytearray) -> None:
+    """Fill ``buffer`` from the connection's socket (what :func:`send_raw` wrote); EOFError if it closes first."""
+    view = memoryview(buffer)
+    got = 0
+    while got < len(view):
+        n = os.readv(conn.fileno(), [view[got:]])
+        if n == 0:
+            raise EOFError("the connection closed in the middle of a buffer")
+        got += n
+
+
 class WorkerProcess:
     """One running worker: the child process, our end of its socket and its captured stderr.
     ``warm``: :func:`warm_argument`'s text, so the worker opens that device while it waits for its setup."""
 
     def __init__(self, name: str = "adaptune-measure", warm: str | None = None) -> None:
         ours, theirs = socket.socketpair()
+        self.started_at = time.monotonic()  # the worker's start phases are counted from here
         self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix=f"{name}-stderr-")  # noqa: SIM115 - lives as long as the worker
         try:
             self.proc = subprocess.Popen(
                 [python_executable(), "-m", "adaptune.measure.worker", str(theirs.fileno()), str(os.getpid()),
                  *([warm] if warm else [])],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=self._stderr,
-                cwd=os.getcwd(), env=_child_env(), close_fds=True)
+                cwd=os.getcwd(), env=child_env(), close_fds=True)
         except BaseException:
             ours.close()
             self._stderr.close()

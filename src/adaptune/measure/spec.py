@@ -174,6 +174,21 @@ class KernelSpec:
         return sorted({int(i) for i in self.restore_inputs if array(self.arguments[int(i)])})
 
 
+@dataclass(frozen=True)
+class GeneratedSources:
+    """A code generator's texts made ahead, one per configuration (``names``: the parameters keying ``texts``):
+    the source to hand the worker for a generator that cannot travel to it (a jinja2 ``Template.render``).
+    It lives in a module the worker imports anyway, so unpickling it imports nothing more (a function of
+    ``adaptune.integrations`` would import the integrations and, through them, the search strategies and
+    scikit-learn: 2 s of the worker's start)."""
+
+    names: tuple[str, ...]
+    texts: Mapping[tuple[Any, ...], str]
+
+    def __call__(self, config: Mapping[str, Any]) -> str:
+        return self.texts[tuple(config[n] for n in self.names)]
+
+
 @dataclass(eq=False)
 class CallableSpec:
     """A Python variant ``fn(config, *arguments) -> outputs`` (one array, a tuple of them, or None).

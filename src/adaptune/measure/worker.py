@@ -4,14 +4,19 @@ It is started as adaptune's own program (``python -m adaptune.measure.worker FD 
 by re-importing the user's ``__main__``, so tuning works from a script without a main guard, a
 notebook, ``python -c`` or ``python - < file``. It answers messages from
 :class:`~adaptune.measure.measurer.Measurer` over the socket ``FD``:
-``("setup", payload, sizes)`` and one message per out-of-band buffer of ``sizes`` (the argument arrays)
--> ``("ready", DeviceInfo)`` or ``("setup_error", message)``;
+``("setup", payload, sizes)`` followed by the bytes of each out-of-band buffer of ``sizes`` (the argument arrays,
+unframed: :func:`~adaptune.measure.process.send_raw`)
+-> ``("ready", DeviceInfo, start_phases)`` or ``("setup_error", message)``;
 ``("measure", config, best_ms)`` -> ``("compiled", ms)`` then ``("result", Result, restart)`` or
 ``("spec_error", message)``; ``("prefetch", configs)``; ``("binaries", [(config, KernelBinary)])``; ``("stats",)`` -> ``("stats", dict)``;
 ``("close",)``. The payload is pickled by the parent process and arrives over that private socket
 only, never from a file. ``WARM`` (JSON ``[backend, device]``) opens that device while the setup message
 arrives, so the device context is ready while the parent still prepares the spec
-(:func:`adaptune.measure.process.spare_worker`).
+(:func:`adaptune.measure.process.spare_worker`); the payload is unpickled as it arrives (the modules it
+names are imported then), beside the device's opening. ``start_phases`` are ``time.monotonic()`` stamps (one
+clock for every process of the machine) of the moments its start reached: ``imported``, ``device_opened``
+and ``warm_up_built`` (with ``WARM``: the compiler's warm-up build runs beside the runner's set-up),
+``setup_received``, ``runner_ready``.
 """
 
 from __future__ import annotations
@@ -26,13 +31,15 @@ import sys
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
 from adaptune.backends import make_backend
 from adaptune.measure.geometry import SpecError
+from adaptune.measure.process import receive_raw
 from adaptune.measure.runners import exception_text, make_runner
 from adaptune.records import Result, Status
 
@@ -48,6 +55,7 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    phases = {"imported": time.monotonic()}
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (2, 3):
         sys.exit("adaptune.measure.worker is started by adaptune's Measurer, not by hand "
@@ -60,61 +68,101 @@ def main(argv: list[str] | None = None) -> None:
     conn = Connection(fd)
     warmed = None
     if len(argv) == 3:  # the setup and its arrays arrive in a thread while this one opens the device
-        with ThreadPoolExecutor(1, thread_name_prefix="adaptune-setup") as pool:
-            arriving = pool.submit(_receive_setup, conn)
-            warmed = _warm(argv[2])
-            setup = arriving.result
+        pool = ThreadPoolExecutor(2, thread_name_prefix="adaptune-setup")
+        arriving = pool.submit(_receive_setup, conn, phases)
+        warmed = _open(argv[2])
+        phases["device_opened"] = time.monotonic()
+        if warmed is not None:  # the compiler's warm-up build runs beside the runner's set-up (argument upload)
+            warmed.warming = pool.submit(_warm_up, warmed.backend, phases)
+        pool.shutdown(wait=False)
+        setup = arriving.result
     else:
-        setup = partial(_receive_setup, conn)
+        setup = partial(_receive_setup, conn, phases)
     try:
-        message, buffers = setup()
+        kind, loaded = setup()
     except (EOFError, OSError):
         return
-    if message[0] != "setup":
-        conn.send(("setup_error", f"expected a setup message, got {message[0]!r}"))
+    if kind != "setup":
+        conn.send(("setup_error", f"expected a setup message, got {kind!r}"))
         return
-    serve(conn, message[1], warmed, buffers)
+    serve(conn, loaded, warmed, phases)
 
 
-def _receive_setup(conn: Connection) -> tuple[Any, list[bytearray]]:
-    """The setup message and its out-of-band buffers (writable, as the arrays the caller passed)."""
+def _receive_setup(conn: Connection, phases: dict[str, float]) -> tuple[str, Any]:
+    """The setup message's kind and its payload unpickled with its out-of-band buffers (writable, as the
+    arrays the caller passed) -- or the exception unpickling raised, for :func:`serve` to report."""
     message = conn.recv()
-    buffers = [bytearray(n) for n in message[2]] if message[0] == "setup" else []
+    if message[0] != "setup":
+        return message[0], None
+    buffers = [bytearray(n) for n in message[2]]
     for buffer in buffers:
-        conn.recv_bytes_into(buffer)
-    return message, buffers
+        receive_raw(conn, buffer)
+    try:
+        loaded: Any = pickle.loads(message[1], buffers=buffers)  # from our parent's socket
+    except Exception as exc:  # noqa: BLE001 - reported by serve, as any other setup failure
+        loaded = exc
+    phases["setup_received"] = time.monotonic()
+    return "setup", loaded
 
 
-def _warm(text: str) -> tuple[str, Any, Any] | None:
-    """(backend name, device, the opened backend) for the ``WARM`` argument; None when it cannot be opened
-    now (the setup then opens the device itself and reports why it fails)."""
+@dataclass
+class Opened:
+    """The device the ``WARM`` argument named, opened before the setup arrived; ``warming``: the compiler's
+    warm-up build (:meth:`~adaptune.backends.Backend.warm_up`) in a thread."""
+
+    name: str
+    device: Any
+    backend: Any
+    warming: Future | None = None
+
+    def settle(self) -> None:
+        """Wait for the warm-up build: the compiler is loaded before the first compile is asked for."""
+        if self.warming is not None:
+            with contextlib.suppress(Exception):
+                self.warming.result()
+
+
+def _open(text: str) -> Opened | None:
+    """The device of the ``WARM`` argument, opened; None when it cannot be opened now (the setup then opens
+    the device itself and reports why it fails)."""
     try:
         name, device = json.loads(text)
         device = tuple(device) if isinstance(device, list) else device
-        backend = make_backend(name, device)
-        backend.warm_up()
+        return Opened(name, device, make_backend(name, device))
     except Exception:  # noqa: BLE001 - only a head start: the setup message repeats the work and reports errors
         return None
-    return name, device, backend
 
 
-def serve(conn: Connection, payload: bytes, warmed: tuple[str, Any, Any] | None = None,
-          buffers: list[bytearray] | None = None) -> None:
-    """Set up the runner from ``payload`` (reusing the device ``warmed`` opened when it is the one asked
-    for) and answer requests until close or EOF."""
+def _warm_up(backend: Any, phases: dict[str, float]) -> None:
+    """The compiler's warm-up build (its failures are left to the first real compile), stamped."""
+    backend.warm_up()
+    phases["warm_up_built"] = time.monotonic()
+
+
+def serve(conn: Connection, loaded: Any, warmed: Opened | None = None, phases: dict[str, float] | None = None) -> None:
+    """Set up the runner from the unpickled setup ``(spec, backend, settings, device)`` (reusing the device
+    ``warmed`` opened when it is the one asked for) and answer requests until close or EOF."""
     warnings.simplefilter("ignore")
+    phases = {} if phases is None else phases
     try:
-        spec, backend, settings, device = pickle.loads(payload, buffers=buffers or ())  # from our parent's socket
+        if isinstance(loaded, Exception):
+            raise loaded
+        spec, backend, settings, device = loaded
         opened = None
         if warmed is not None:
-            opened = warmed[2] if warmed[:2] == (backend, device) and not settings.cache_dir else None
+            asked_for = (warmed.name, warmed.device) == (backend, device) and not settings.cache_dir
+            opened = warmed.backend if asked_for else None
             if opened is None:
-                warmed[2].close()
+                warmed.settle()
+                warmed.backend.close()
         runner = make_runner(spec, backend, settings, device, opened)
+        if warmed is not None:
+            warmed.settle()
     except Exception as exc:  # setup failures go back to the parent as one message
         conn.send(("setup_error", f"{type(exc).__name__}: {exc}"))
         return
-    conn.send(("ready", runner.device_info()))
+    phases["runner_ready"] = time.monotonic()
+    conn.send(("ready", runner.device_info(), phases))
     try:
         _serve(conn, runner)
     finally:
