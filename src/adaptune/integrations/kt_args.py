@@ -21,7 +21,7 @@ import cloudpickle
 import numpy as np
 
 from adaptune.accuracy import AccuracyObserver, TunablePrecision, observe_outputs
-from adaptune.measure import KernelSpec
+from adaptune.measure import GeneratedSources, KernelSpec
 from adaptune.measure.choice import ArgumentChoice
 from adaptune.search import STRATEGIES as ADAPTUNE_STRATEGIES
 from adaptune.space import Space
@@ -242,11 +242,7 @@ def portable_source(spec: KernelSpec, space: Space, limit: int = 100_000) -> Ker
                          f"has {len(space)} configurations (more than {limit}) to generate ahead")
     configs = (space.config(i) for i in range(len(space)))
     texts = {tuple(c[n] for n in space.names): spec.text_for(c) for c in configs}
-    return replace(spec, source=partial(_generated, texts, space.names))
-
-
-def _generated(texts: dict[tuple[Any, ...], str], names: tuple[str, ...], config: dict[str, Any]) -> str:
-    return texts[tuple(config[n] for n in names)]
+    return replace(spec, source=GeneratedSources(space.names, texts))
 
 
 def constant_memory(cmem_args: Mapping[str, Any] | None, backend: str) -> dict[str, Any] | None:
