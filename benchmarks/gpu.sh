@@ -17,6 +17,7 @@
 #                          the drop-in's CUDA test; 1-4: the examples, each refereed; 5: the worker's start
 #                          phases, and before/after with .carry/before: a call of its own; several as 0,4 in one call, which stops
 #                          starting examples before KT_DEADLINE_S, default 540 s); carry .carry/kt  <= 10 min
+#                          "kt_examples spread" with KT_GROUPS: one group of examples per GPU at once (kt_spread)
 #
 # Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: the device copy has no .git),
 # PYTHON (default python3). A folder .whl/ with an adaptune wheel is installed first when present.
@@ -141,6 +142,7 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
   fi
   elapsed "wheels ready"
   export KT_CUDA_LANG=CuPy  # Kernel Tuner's lang="CUDA" backend is PyCUDA (no wheel): its CuPy backend instead
+  [ "$batches" = spread ] && { kt_spread; return; }
   for batch in ${batches//,/ }; do
     case "$batch" in
       0) timeout 200 $PY -m pytest -q -p no:cacheprovider tests/integrations/test_kernel_tuner_cuda.py 2>&1 | tail -15
@@ -167,6 +169,33 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
         --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$OUT/kt_examples_$batch"
     elapsed "batch $batch done"
   done
+}
+
+kt_spread() {  # kt_examples spread: KT_GROUPS="LIMIT:EXAMPLES;LIMIT:EXAMPLES;..." one group per GPU, all at once
+  # (CUDA_VISIBLE_DEVICES=i for group i; NVML observers read physical GPU 0, so put vector_add_observers.py in the
+  # first group); an example list may start with "tests," (the drop-in's CUDA test first); each group's results go
+  # to $OUT/kt_examples_gI/ and are merged like batches; no example starts unless it can end before KT_DEADLINE_S
+  local i=0 group limit examples deadline=${KT_DEADLINE_S:-540} name
+  name="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+  IFS=';' read -ra groups <<< "${KT_GROUPS:?KT_GROUPS=LIMIT:EXAMPLES;...}"
+  for group in "${groups[@]}"; do
+    limit=${group%%:*} examples=${group#*:}
+    (
+      export CUDA_VISIBLE_DEVICES=$i
+      if [ "${examples%%,*}" = tests ]; then
+        examples=${examples#tests,}
+        timeout 200 $PY -m pytest -q -p no:cacheprovider tests/integrations/test_kernel_tuner_cuda.py > "$OUT/tests_g$i.log" 2>&1
+        tail -3 "$OUT/tests_g$i.log"
+      fi
+      local left=$(( deadline - $(date +%s) + t0 ))
+      timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run --kt-repo .carry/kt/kernel_tuner --lang cuda \
+          --time-limit "$limit" --examples "$examples" --deadline-s "$left" --device "$name" \
+          --out "$OUT/kt_examples_g$i" > "$OUT/kt_examples_g$i.log" 2>&1
+      elapsed "group $i done"; tail -4 "$OUT/kt_examples_g$i.log"
+    ) &
+    i=$(( i + 1 ))
+  done
+  wait
 }
 
 target=${1:?usage: bash benchmarks/gpu.sh <study>[.<part>] [args...] | <recipe> [args...] (see the header)}
