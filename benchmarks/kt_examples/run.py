@@ -122,6 +122,13 @@ def run_tool(tool: str, script: Path, work: Path, limit_s: float, extra: tuple[s
     return out
 
 
+REFEREE_LIMIT_S = 90.0  # the referee replays two configurations per call: seconds, not a search
+
+
+def referee_limit(time_limit: float) -> float:
+    return min(time_limit, REFEREE_LIMIT_S)
+
+
 def run_referee(entry: dict[str, Any], script: Path, work: Path, limit_s: float, rounds: int) -> dict[str, Any] | None:
     """The referee's run of an example both tools completed (None when neither call has a pair to judge)."""
     pairs = pairs_to_judge(entry["kernel_tuner"]["calls"], entry["adaptune"]["calls"])
@@ -278,9 +285,9 @@ def main() -> None:
                 report["examples"][name] = {"skipped": f"needs {need}"}
                 continue
             tools = [t for t in TOOLS if t in args.tools.split(",")]
-            processes = len(tools) + (args.referee_rounds > 0 and len(tools) == len(TOOLS))
-            if args.deadline_s is not None and (time.perf_counter() - began + processes * args.time_limit
-                                                > args.deadline_s):
+            refereed = args.referee_rounds > 0 and len(tools) == len(TOOLS)
+            worst_s = len(tools) * args.time_limit + refereed * referee_limit(args.time_limit)
+            if args.deadline_s is not None and time.perf_counter() - began + worst_s > args.deadline_s:
                 report["examples"][name] = {"not_run": f"not run: the {args.deadline_s:g} s deadline of this call"}
                 continue
             entry: dict[str, Any] = {}
@@ -294,7 +301,7 @@ def main() -> None:
                     "both_complete"):
                 print(f"{name}: referee ...", file=sys.stderr, flush=True)
                 judged = run_referee(entry, script, Path(tmp) / "runs" / script.parent.name / script.stem,
-                                     args.time_limit, args.referee_rounds)
+                                     referee_limit(args.time_limit), args.referee_rounds)
                 if judged is not None:
                     entry["referee"] = judged
                     print(f"  {judged['status']} in {judged['wall_s']:.1f} s {judged['why']}", file=sys.stderr,
