@@ -16,8 +16,8 @@ processes:
   ``start_phases`` say when the worker had imported, opened the device, received and unpickled the spec,
   built its runner, and when the caller saw it ready;
 - ``generated``: as ``spare`` with a generated source (``GeneratedSources``: a jinja2 template's texts, made
-  ahead), and ``generated_integrations`` with the texts behind a function of ``adaptune.integrations``, as
-  ``tune_kernel`` sent them before: unpickling it imports the integrations (and scikit-learn with them).
+  ahead; ``tune_kernel`` sent them behind a function of ``adaptune.integrations`` before cfdc3e2, whose unpickling
+  imported the integrations and scikit-learn: ``results/`` keeps that comparison).
 
 Once, ``python -X importtime`` of the worker's modules and the device library: the 30 slowest (cumulative).
 Writes ``worker_start.{json,md}`` (medians and spread over rounds, seconds from the worker's start).
@@ -31,7 +31,6 @@ import statistics
 import subprocess
 import sys
 import time
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -80,12 +79,10 @@ def spec(backend: str, size: int, source: Any = None) -> KernelSpec:
                       problem_size=size)
 
 
-def generated(backend: str, size: int, through_integrations: bool) -> KernelSpec:
+def generated(backend: str, size: int) -> KernelSpec:
+    """A generator's texts made ahead, as tune_kernel sends them (before GeneratedSources it sent a function of
+    adaptune.integrations, whose unpickling imported the integrations and scikit-learn: history/ has that run)."""
     texts = {(block,): KERNELS[backend] for block in BLOCKS}
-    if through_integrations:  # what tune_kernel sent before GeneratedSources (the function lives there)
-        from adaptune.integrations.kt_args import _generated
-
-        return spec(backend, size, partial(_generated, texts, ("block_size_x",)))
     return spec(backend, size, GeneratedSources(("block_size_x",), texts))
 
 
@@ -116,13 +113,12 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="device (cuda: an index; opencl: PLATFORM,DEVICE); default 0")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--size", type=int, default=10_000_000, help="vector_add's floats per array (Kernel Tuner's)")
-    ap.add_argument("--variants", default="steps,spare,generated,generated_integrations")
+    ap.add_argument("--variants", default="steps,spare,generated")
     args = ap.parse_args()
     device: Any = (tuple(int(x) for x in (args.device or "0,0").split(",")) if args.backend == "opencl"
                    else int(args.device or 0))
     kernels = {"spare": spec(args.backend, args.size),
-               "generated": generated(args.backend, args.size, False),
-               "generated_integrations": generated(args.backend, args.size, True)}
+               "generated": generated(args.backend, args.size)}
     variants = [v for v in args.variants.split(",") if v]
     samples: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
     loads: list[float] = []
@@ -146,8 +142,8 @@ def main() -> None:
                         f"{args.rounds} interleaved rounds (load average {min(loads):.1f}-{max(loads):.1f}). steps: a child "
                         "importing and opening step by step. spare: a Measurer for vector_add, its worker started "
                         "ahead; "
-                        "generated(_integrations): its source a generator's texts made ahead, held by "
-                        "GeneratedSources / by a function of adaptune.integrations.\n\nSlowest imports (cumulative "
+                        "generated: its source a generator's texts made ahead, held by GeneratedSources."
+                        "\n\nSlowest imports (cumulative "
                         "ms): " + ", ".join(f"{r['module'].strip()} {r['cumulative_us'] / 1e3:.0f}" for r in imports[:15]),
                   metadata=meta)
 
