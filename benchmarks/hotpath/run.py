@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     parts: dict[str, Callable[[], Any]] = {
         "overhead": lambda: overhead(2000 if args.profile != "smoke" else 300),
         "end_to_end": lambda: end_to_end(peers, sizes, args.repeats),
-        "selection": selection.analyse,
+        "selection": lambda: selection.analyse(margin=args.profile != "smoke"),
     }
     for part in args.parts.split(","):
         t0 = time.perf_counter()

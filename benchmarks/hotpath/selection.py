@@ -141,7 +141,7 @@ def summarise(name: str, runtime: np.ndarray, cheap: np.ndarray, full: np.ndarra
     return row
 
 
-def gpu_suite() -> list[dict[str, Any]]:
+def gpu_suite(margin: bool = True) -> list[dict[str, Any]]:
     raw = json.loads(GPU_SUITE_RAW.read_text())
     re = json.loads(GPU_SUITE_REANALYSIS.read_text())["runs"]["gpu_suite_h100"]["benchmarks"]
     rows = []
@@ -170,9 +170,10 @@ def gpu_suite() -> list[dict[str, Any]]:
         f_test = np.array([r["model_features"] for r in test], float)
         h_train = np.log1p(np.abs(np.array([r["model_host_features"] for r in train], float)))
         h_test = np.log1p(np.abs(np.array([r["model_host_features"] for r in test], float)))
-        rows.append(margin_row(f"gpu_suite/{name}", h_train, h_test, f_train, f_test, rt_train, runtime,
-                               np.array([r["feature_ms"] for r in train]), full_us, bind_us,
-                               BUDGET["gpu_suite"], old, predicted))
+        if margin:
+            rows.append(margin_row(f"gpu_suite/{name}", h_train, h_test, f_train, f_test, rt_train, runtime,
+                                   np.array([r["feature_ms"] for r in train]), full_us, bind_us,
+                                   BUDGET["gpu_suite"], old, predicted))
     return rows
 
 
@@ -207,7 +208,7 @@ def predictor_us(model: FittedModel, x: np.ndarray) -> float:
     return float(np.min(samples))
 
 
-def ndp() -> list[dict[str, Any]]:
+def ndp(margin: bool = True) -> list[dict[str, Any]]:
     doc = json.loads(NDP.read_text())
     rows = []
     for name in ("spmv", "segreduce"):
@@ -243,9 +244,10 @@ def ndp() -> list[dict[str, Any]]:
                      **summarise(f"ndp/{name}", cte, models["cheap"], models["full"], chosen, asked,
                                  cheap_cost + 1.0,  # + about 1 us for the compiled SVM (measured in the README)
                                  feature_us, BUDGET["ndp"], old, predicted)})
-        rows.append(margin_row(f"ndp/{name}", xtr[:, :2], xte[:, :2], xtr, xte, ctr, cte,
-                               np.array([r["feature_us"] for r in train]) * 1e-3, feature_us, cheap_cost,
-                               BUDGET["ndp"], old, predicted))
+        if margin:
+            rows.append(margin_row(f"ndp/{name}", xtr[:, :2], xte[:, :2], xtr, xte, ctr, cte,
+                                   np.array([r["feature_us"] for r in train]) * 1e-3, feature_us, cheap_cost,
+                                   BUDGET["ndp"], old, predicted))
     return rows
 
 
@@ -366,8 +368,10 @@ def prefetched(raw_path: Path = GPU_SUITE_ROUND4_RAW, round_name: str = "round 4
     return rows
 
 
-def analyse() -> dict[str, Any]:
-    rows = gpu_suite() + ndp() + prefetched(GPU_SUITE_RAW, "round 3") + prefetched()
+def analyse(margin: bool = True) -> dict[str, Any]:
+    """Every selector's row; ``margin=False`` (the smoke profile) leaves out the cross-validated margin-gate rows
+    (round 2: most of the minute this takes)."""
+    rows = gpu_suite(margin) + ndp(margin) + prefetched(GPU_SUITE_RAW, "round 3") + prefetched()
     return {"source": {"gpu_suite": str(GPU_SUITE_RAW), "ndp": str(NDP)}, "rows": rows}
 
 
