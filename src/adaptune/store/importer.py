@@ -10,15 +10,17 @@ entry) is skipped and counted; a file that is not one of these formats at all is
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 from collections.abc import Callable, Generator, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adaptune.records import Result, Status
 from adaptune.store.base import DEFAULT_CHUNK, BaseStore, Record, RunKey, record_of
-from adaptune.store.db import Store, chunks, encode_rows
+from adaptune.store.db import Loader, Store, chunks, encode_rows
 from adaptune.store.errors import FormatError
 from adaptune.store.jsonstream import JsonStream, Truncated, compression_cut, open_text
 from adaptune.store.kt_cache import EntryReader, kt_header
@@ -178,16 +180,31 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
         return report.skipped, report.reasons, seen
 
     reader = Forked(read)  # a SQL store writes while a second process reads the next chunk
-    for chunk, offset in reader:
-        report.written += (store.put_encoded(chunk) if isinstance(store, Store)
-                           else store.put_records(run, chunk, chunk_size=chunk_size))
-        if progress is not None:
-            progress(offset)
+    pieces = iter(reader)
+    first = next(pieces, None)
+    with _loader(store, run, path, first) as loader:
+        for chunk, offset in itertools.chain([first] if first is not None else [], pieces):
+            loader.add(chunk)
+            if progress is not None:
+                progress(offset)
+    report.written = loader.written
     report.skipped, report.reasons, seen = reader.result
     if not space.params and seen:  # the space description gets the values the entries hold
         space.params = {n: sorted(v, key=lambda x: (str(type(x)), x)) for n, v in seen.items()}
         space.register(store, name)
     return report
+
+
+def _loader(store: BaseStore, run: RunKey, path: Path, first: tuple[Any, int] | None
+            ) -> AbstractContextManager[Loader]:
+    """Where the chunks go: a SQL store's loader (a bulk load when the file, estimated from its size and the
+    characters its first chunk took, is large next to the store), else ``put_records`` a chunk at a time."""
+    if isinstance(store, Store):
+        expected = 0
+        if first is not None and first[1] > 0:
+            expected = int(len(first[0].rows) * path.stat().st_size / first[1])
+        return store.loading(run, expected)
+    return nullcontext(Loader(lambda records: store.put_records(run, records)))
 
 
 def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: ImportReport) -> Iterator[Record]:
