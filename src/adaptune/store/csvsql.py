@@ -82,22 +82,21 @@ def sqlite_select(names: list[str], kinds: list[Kind], limit: int) -> str:
             f"AND input_id = ? AND id > ? ORDER BY id LIMIT {int(limit)}")
 
 
-def _pg_key(name: str) -> str:
-    return "'" + name.replace("'", "''") + "'"
-
-
 def postgres_copy(names: list[str], kinds: list[Kind], run: tuple[int, int, int]) -> str:
-    """The COPY statement of one run's CSV file: a header (the parameters, then ``CSV_COLUMNS``), a row each."""
+    """The COPY statement of one run's CSV file: a header (the parameters, then ``CSV_COLUMNS``), a row each.
+    The configuration is parsed once a row (``json_to_record``: each value's text), not once a parameter."""
     cells = []
     for name, kind in zip(names, kinds, strict=True):
-        value = f"(config ->> {_pg_key(name)})"
+        value = f"c.{_pg_name(name)}"
         cells.append((f"CASE {value} WHEN 'true' THEN 'True' WHEN 'false' THEN 'False' END" if kind == "bool"
                       else value) + f" AS {_pg_name(name)}")
-    samples = "replace(replace(btrim(samples::text, '[]'), ',', ' '), 'null', 'nan') AS samples"
+    record = ", ".join(f"{_pg_name(n)} text" for n in names)
+    samples = "replace(replace(btrim(m.samples::text, '[]'), ',', ' '), 'null', 'nan') AS samples"
     device, problem, inp = (int(x) for x in run)
-    return (f"COPY (SELECT {', '.join(cells)}, status, time_ms, compile_ms, verify_ms, benchmark_ms, {samples}, "
-            f"timestamp, NULLIF(error, '') AS error FROM measurements WHERE problem_id = {problem} AND "
-            f"device_id = {device} AND input_id = {inp} ORDER BY id) TO STDOUT WITH (FORMAT csv, HEADER)")
+    return (f"COPY (SELECT {', '.join(cells)}, m.status, m.time_ms, m.compile_ms, m.verify_ms, m.benchmark_ms, "
+            f"{samples}, m.timestamp, NULLIF(m.error, '') AS error FROM measurements m, json_to_record(m.config) "
+            f"AS c({record}) WHERE m.problem_id = {problem} AND m.device_id = {device} AND m.input_id = {inp} "
+            "ORDER BY m.id) TO STDOUT WITH (FORMAT csv, HEADER)")
 
 
 def _pg_name(name: str) -> str:
