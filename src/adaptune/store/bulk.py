@@ -11,8 +11,9 @@ table, so it is only worth it where the store is small next to the load (``worth
 Everything happens in one transaction: a killed load leaves the store as it was (indexes included) and the
 re-run starts again; a completed load makes the run non-empty, so importing the same file again takes the
 upsert path and adds nothing. Configurations met twice in the file (same key: the last one wins, as with
-upserts) and keys whose 64-bit hashes collide (the later key is stored by its key, ``schema.py``) are found
-from the sorted hashes at the end and resolved before the unique index is built.
+upserts) and keys whose 64-bit hashes collide (the later key is stored by its key, ``schema.py``) make the
+unique index's build fail; they are then found by one grouping of the run's hashes and resolved, and the
+index is built again.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from collections.abc import Callable
 from operator import itemgetter
 from typing import Any
 
-import numpy as np
 import orjson
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from adaptune.store import schema as S
-from adaptune.store.rows import BIN, COLUMNS, HASH, STATUS
+from adaptune.store.rows import BIN, COLUMNS, STATUS
 
 BULK_MIN_ROWS = 200_000
 """Smallest load (estimated rows) that takes the bulk path: below it, per-chunk upserts are as fast."""
@@ -60,7 +61,6 @@ class BulkLoad:
         self.counts: Counter = Counter()
         self.bins: Counter = Counter()
         self.params: Counter = Counter()
-        self.hashes: list[np.ndarray] = []
         self.written = 0
         raw = conn.connection.dbapi_connection
         if dialect == "sqlite":
@@ -86,22 +86,24 @@ class BulkLoad:
         self.counts.update(map(itemgetter(STATUS), rows))
         self.bins.update(b for b in map(itemgetter(BIN), rows) if b is not None)
         self.params.update(params)
-        self.hashes.append(np.fromiter(map(itemgetter(HASH), rows), dtype=np.int64, count=len(rows)))
         self.written += len(rows)
         return len(rows)
 
     def finish(self) -> int:
-        """Resolve repeated hashes, build the indexes, add the summaries; the rows the run now holds."""
-        hashes = np.concatenate(self.hashes) if self.hashes else np.empty(0, np.int64)
-        self.hashes = []
-        hashes.sort()
-        repeated = np.unique(hashes[1:][hashes[1:] == hashes[:-1]]).tolist()
-        del hashes
-        if repeated:
+        """Build the indexes (resolving repeated hashes first if the unique one finds any), add the summaries;
+        the rows the run now holds."""
+        unique, ordered = (next(i for i in S.measurements.indexes if i.name == name) for name in REBUILT)
+        try:
+            with self.conn.begin_nested():  # a savepoint: a failed build leaves the transaction usable
+                unique.create(self.conn)
+        except sa.exc.IntegrityError:  # a key twice in the file, or two keys of one hash: rare
+            mark = "?" if self.dialect == "sqlite" else "%s"
+            repeated = [h for (h,) in self.conn.exec_driver_sql(
+                f"SELECT config_hash FROM measurements WHERE device_id = {mark} AND problem_id = {mark} AND "
+                f"input_id = {mark} AND config_hash IS NOT NULL GROUP BY config_hash HAVING count(*) > 1", self.run)]
             self._resolve(repeated)
-        for index in S.measurements.indexes:
-            if index.name in REBUILT:
-                index.create(self.conn)
+            unique.create(self.conn)
+        ordered.create(self.conn)
         run = self.run
         self.add_counts(self.conn, (Counter({(*run, s): n for s, n in self.counts.items()}),
                                     Counter({(*run, b): n for b, n in self.bins.items()}), self.params))

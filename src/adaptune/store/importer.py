@@ -214,12 +214,12 @@ def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: Im
     try:
         while js.peek() not in ("}", ""):  # "": an open cache that ends after a complete entry
             block = js.line_members()
-            if block is not None:  # the common layout, one entry a line: many entries a decode
-                for key, entry in block:
-                    try:
-                        yield reader.fields(key, entry, f"entry {key!r}", dropped)
-                    except FormatError as exc:
-                        report.skip(str(exc))
+            if block is not None:  # the common layout, one entry a line: many entries a decode, checked a column
+                for record in reader.many(block, dropped):  # at a time
+                    if isinstance(record, FormatError):
+                        report.skip(str(record))
+                    else:
+                        yield record
                 continue
             key = js.key()
             entry = js.value()
