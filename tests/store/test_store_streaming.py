@@ -323,3 +323,23 @@ def _value(cell: str) -> object:
         return tuple("nan" if math.isnan(x) else x for x in map(float, cell.split())) if cell else ""
     except ValueError:
         return cell
+
+
+def test_a_bulk_load_that_fails_half_way_leaves_the_store_as_it_was(store, tmp_path, monkeypatch):
+    header, lines = cache_lines(300)
+    broken = tmp_path / "broken.json"  # garbage after 250 good entries: the import stops with an error
+    broken.write_text(header + "".join(lines[:250]) + '\n"x": {"p0": oops},' + "".join(lines[251:])[:-1] + "}\n}")
+    good = tmp_path / "good.json"
+    good.write_text(closed(header, lines))
+    monkeypatch.setattr(bulk_module, "BULK_MIN_ROWS", 1)
+    with pytest.raises(FormatError, match="invalid JSON"):
+        import_file(store, broken, chunk_size=100)
+    indexes = {ix["name"] for ix in sa.inspect(store.db.engine).get_indexes("measurements")}
+    assert store.count() == 0 and {"uq_m_hash", "ix_m_ok_run"} <= indexes  # rows and dropped indexes rolled back
+    report = import_file(store, good, chunk_size=100)
+    assert report.written == 300 and store.count() == 300 == sum(1 for _ in store.iter_results())
+    assert store.status_counts() == {"ok": 300 - len(range(3, 300, 7)), "compile_error": len(range(3, 300, 7))}
+    run = report.runs[0]
+    store.put(*run, Result(config={"p0": 16, "p1": 16, "p2": 16, "p3": 16}, time_ms=2.0))  # the counting resumed
+    assert store.count() == 301 and store.status_counts()["ok"] == 301 - len(range(3, 300, 7))
+    assert store.integrity_check() == "ok"

@@ -52,7 +52,8 @@ ParamCounter = Callable[[tuple[int, int, int], list[tuple[Any, str]]], Counter]
 
 class BulkLoad:
     """One bulk load into the (empty) run ``run`` on ``conn``, an open write transaction: :meth:`add` each
-    chunk of encoded rows, then :meth:`finish` (indexes built, summaries added; the caller commits)."""
+    chunk of encoded rows, then :meth:`finish` (indexes built, summaries added; the caller commits), and in
+    any case :meth:`release`."""
 
     def __init__(self, conn: Connection, dialect: str, run: tuple[int, int, int], param_counts: ParamCounter,
                  add_counts: Callable[[Connection, tuple[Counter, ...]], None]) -> None:
@@ -107,11 +108,14 @@ class BulkLoad:
         run = self.run
         self.add_counts(self.conn, (Counter({(*run, s): n for s, n in self.counts.items()}),
                                     Counter({(*run, b): n for b, n in self.bins.items()}), self.params))
-        if self.dialect == "sqlite":
-            self.conn.connection.dbapi_connection.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
-        else:
+        if self.dialect == "postgresql":
             self.conn.exec_driver_sql("ALTER TABLE measurements ENABLE TRIGGER USER")
         return self.written
+
+    def release(self) -> None:
+        """The connection's page cache back to its usual size (SQLite), whether the load finished or failed."""
+        if self.dialect == "sqlite":
+            self.conn.connection.dbapi_connection.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
 
     def _resolve(self, repeated: list[int]) -> None:
         """Rows sharing a hash: of one key the last stays (as an upsert would leave it), later keys of a
