@@ -34,10 +34,6 @@ BULK_MIN_ROWS = 200_000
 """Smallest load (estimated rows) that takes the bulk path: below it, per-chunk upserts are as fast."""
 REBUILT = ("uq_m_hash", "ix_m_ok_run")
 """The indexes in random order of arrival, dropped during a bulk load and built once at its end."""
-SQLITE_BULK_CACHE_KIB = 131_072
-"""SQLite's page cache (and sorter memory) during a bulk load: 128 MiB, well inside a 500 MB process."""
-SQLITE_CACHE_KIB = 65_536
-"""The page cache of ``sql.py``'s connections, restored after a bulk load."""
 
 
 def worth_bulk(expected_rows: int, run_rows: int, store_rows: int) -> bool:
@@ -52,8 +48,7 @@ ParamCounter = Callable[[tuple[int, int, int], list[tuple[Any, str]]], Counter]
 
 class BulkLoad:
     """One bulk load into the (empty) run ``run`` on ``conn``, an open write transaction: :meth:`add` each
-    chunk of encoded rows, then :meth:`finish` (indexes built, summaries added; the caller commits), and in
-    any case :meth:`release`."""
+    chunk of encoded rows, then :meth:`finish` (indexes built, summaries added; the caller commits)."""
 
     def __init__(self, conn: Connection, dialect: str, run: tuple[int, int, int], param_counts: ParamCounter,
                  add_counts: Callable[[Connection, tuple[Counter, ...]], None]) -> None:
@@ -63,11 +58,8 @@ class BulkLoad:
         self.bins: Counter = Counter()
         self.params: Counter = Counter()
         self.written = 0
-        raw = conn.connection.dbapi_connection
-        if dialect == "sqlite":
-            raw.execute(f"PRAGMA cache_size=-{SQLITE_BULK_CACHE_KIB}")
-        else:  # the statement triggers' counting is done here, once (the table lock is held to the commit)
-            conn.exec_driver_sql("ALTER TABLE measurements DISABLE TRIGGER USER")
+        if dialect == "postgresql":  # the statement triggers' counting is done here, once (the table lock is
+            conn.exec_driver_sql("ALTER TABLE measurements DISABLE TRIGGER USER")  # held to the commit)
         for index in S.measurements.indexes:
             if index.name in REBUILT:
                 index.drop(conn)
@@ -108,14 +100,10 @@ class BulkLoad:
         run = self.run
         self.add_counts(self.conn, (Counter({(*run, s): n for s, n in self.counts.items()}),
                                     Counter({(*run, b): n for b, n in self.bins.items()}), self.params))
-        if self.dialect == "postgresql":
+        if self.dialect == "postgresql":  # the planner's statistics of the grown table, before its next query
             self.conn.exec_driver_sql("ALTER TABLE measurements ENABLE TRIGGER USER")
+            self.conn.exec_driver_sql("ANALYZE measurements")
         return self.written
-
-    def release(self) -> None:
-        """The connection's page cache back to its usual size (SQLite), whether the load finished or failed."""
-        if self.dialect == "sqlite":
-            self.conn.connection.dbapi_connection.execute(f"PRAGMA cache_size=-{SQLITE_CACHE_KIB}")
 
     def _resolve(self, repeated: list[int]) -> None:
         """Rows sharing a hash: of one key the last stays (as an upsert would leave it), later keys of a

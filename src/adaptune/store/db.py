@@ -327,12 +327,9 @@ class Store(BaseStore):
             return
         with self.db.guard("bulk-load"), self.db.write() as conn:
             bulk = BulkLoad(conn, self.dialect, run, _param_counts, _add_counts)
-            try:  # an error (a bad file, a lost connection) rolls it all back: indexes, triggers and rows
-                loader = Loader(lambda chunk: bulk.add(chunk.rows, chunk.params))
-                yield loader
-                loader.written = bulk.finish()
-            finally:
-                bulk.release()
+            loader = Loader(lambda chunk: bulk.add(chunk.rows, chunk.params))
+            yield loader  # an error (a bad file, a lost connection) rolls it all back: indexes, triggers, rows
+            loader.written = bulk.finish()
 
     def delete(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                status: Status | str | None = None) -> int:
