@@ -3,7 +3,8 @@
 
 Each chunk is one transaction (``BaseStore.put_stream``), so an import killed half-way leaves every
 committed chunk and nothing half-written; writes are upserts keyed by configuration, so running the same
-import again completes it without duplicates. An entry that does not read (a bad value, a cut-off last
+import again completes it without duplicates. A large file going into an empty run of a smaller SQL store is
+one bulk load instead (``store/bulk.py``): a killed one leaves nothing, and the re-run does it again. An entry that does not read (a bad value, a cut-off last
 entry) is skipped and counted; a file that is not one of these formats at all is one FormatError.
 """
 
