@@ -8,7 +8,10 @@ nothing yet has nothing to look up or replace, so it can instead append the rows
 ordered by arrival within the run), and build the two indexes by one sort each. Rebuilding costs the whole
 table, so it is only worth it where the store is small next to the load (``worth_bulk``).
 
-Everything happens in one transaction: a killed load leaves the store as it was (indexes included) and the
+The price is the lock: the load holds the store's write lock to its end (SQLite: other writers wait, up to
+their busy timeout, readers go on; PostgreSQL: dropping an index locks the table, so readers wait too), which
+is why it is only taken for a run that holds nothing yet in a store smaller than the load. Everything
+happens in one transaction: a killed load leaves the store as it was (indexes included) and the
 re-run starts again; a completed load makes the run non-empty, so importing the same file again takes the
 upsert path and adds nothing. Configurations met twice in the file (same key: the last one wins, as with
 upserts) and keys whose 64-bit hashes collide (the later key is stored by its key, ``schema.py``) make the
@@ -31,7 +34,8 @@ from adaptune.store import schema as S
 from adaptune.store.rows import BIN, COLUMNS, STATUS
 
 BULK_MIN_ROWS = 200_000
-"""Smallest load (estimated rows) that takes the bulk path: below it, per-chunk upserts are as fast."""
+"""Smallest load (estimated rows) that takes the bulk path: below it an import keeps its per-chunk commits
+(a killed one keeps its whole chunks), and its random index inserts still fit the page cache."""
 REBUILT = ("uq_m_hash", "ix_m_ok_run")
 """The indexes in random order of arrival, dropped during a bulk load and built once at its end."""
 
