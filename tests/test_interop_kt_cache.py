@@ -11,7 +11,7 @@ import pytest
 
 from adaptune.records import Result, Status
 from adaptune.store import FormatError, RecordedSpace, Store, load_kt_cache, load_recorded, write_kt_cache
-from adaptune.store.kt_cache import kt_cache_from_mapping
+from adaptune.store.kt_cache import EntryReader, kt_cache_from_mapping
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 KT_TESTS = DATA / "kernel_tuner_tests"
@@ -205,3 +205,36 @@ def test_kt_cache_through_the_store(tmp_path):
     assert back.problem_size == 80000000 and back.meta["input_name"] == "80000000"
     assert [(r.config, r.status, r.time_ms, r.samples, r.observers, r.error) for r in back.results] == \
            [(r.config, r.status, r.time_ms, r.samples, r.observers, r.error) for r in rec.results]
+
+
+def test_entries_read_a_column_at_a_time_give_what_each_entry_read_alone_gives():
+    names = ["a", "b"]
+    base = {"time": 1.5, "times": [1.5, 1.25], "compile_time": 3, "timestamp": "2024-01-02 03:04:05+00:00",
+            "power": 7}
+    entries = [{"a": 1, "b": 2, **base}, {"a": 1, "b": 4, **base, "time": "CompilationFailedConfig"},
+               {"a": 2, "b": 2, **base, "time": float("inf")}, {"a": 2, "b": 4, **base, "times": "x"},
+               {"a": 4, "b": 4, **base, "timestamp": "yesterday"}, {"a": 2, "b": 8, **base, "time": 2},
+               {"b": 2, "a": 8, **base},  # the layouts below fall back as a whole
+               {"a": 4, "b": 2, **base, "power": "RuntimeFailedConfig", "x": 1}, {"a": 8, "b": 4, **base, "y": "text"},
+               {"a": 3, "b": 3, **base, "z": 1}, [1, 2], {"a": True, "b": 2, **base, "w": 0}]
+    members = [(",".join(str(e.get(n)) for n in names) if isinstance(e, dict) else "x", e) for e in entries]
+    members[9] = ("3,9", members[9][1])  # a key that does not match its parameters
+
+    class Counting(EntryReader):
+        alone = 0
+
+        def fields(self, *args):
+            self.alone += 1
+            return super().fields(*args)
+
+    for allowed in (None, {"a": [1, 2, 4, 8, True], "b": [2, 4, 8]}):
+        reader = Counting(names, allowed)
+        many = [str(r) if isinstance(r, FormatError) else r for r in reader.many(members, set())]
+        assert reader.alone == len(members) - 3  # three entries vouched for by the column checks
+        alone: list = []
+        for key, entry in members:
+            try:
+                alone.append(reader.fields(key, entry, f"entry {key!r}", set()))
+            except FormatError as exc:
+                alone.append(str(exc))
+        assert many == alone

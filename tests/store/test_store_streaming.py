@@ -3,9 +3,13 @@ killed import process, and SQLite and PostgreSQL (whose bulk path is COPY)."""
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 import json
+import math
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -14,8 +18,16 @@ import time
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
-from adaptune.store import FormatError, Store, load_kt_cache
+from adaptune.records import DeviceInfo, Result, Status
+from adaptune.store import FormatError, Store, exporter, load_kt_cache
+from adaptune.store import bulk as bulk_module
+from adaptune.store import db as db_module
+from adaptune.store import rows as rows_module
+from adaptune.store import schema as S
+from adaptune.store.bulk import BulkLoad
+from adaptune.store.codec import config_hash
 from adaptune.store.exporter import export_run
 from adaptune.store.importer import import_file
 
@@ -233,3 +245,101 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return "Z"
+
+
+def _summaries(store, run):
+    """The run's rows and summary tables as plain values (bulk and chunked loads must agree on all of them)."""
+    rows = {tuple(r.result.config.values()): (r.result.status, r.result.time_ms)
+                                          for r in store.iter_results(run.problem_id, run.device_id, run.input_id)}
+    tables = {}
+    for table in (S.run_counts, S.run_time_bins, S.run_param_counts):
+        where = [table.c.problem_id == run.problem_id, table.c.device_id == run.device_id,
+                 table.c.input_id == run.input_id, table.c.n != 0]
+        tables[table.name] = sorted(tuple(r)[3:] for r in store.db.rows(sa.select(table).where(*where)))
+    return rows, tables
+
+
+def test_bulk_load_equals_the_chunked_upserts_with_repeated_keys_and_colliding_hashes(store, tmp_path,
+                                                                                      monkeypatch):
+    header, lines = cache_lines(400)
+    again = [re.sub(r'"time": ([0-9.]+)', r'"time": 9\1', line) if i % 3 else line for i, line in enumerate(lines[:60])]
+    path = tmp_path / "dups.json"  # 60 keys twice (some with another time): the later one wins
+    path.write_text(closed(header, lines + again))
+    a, b = '{"p0":16,"p1":0,"p2":0,"p3":0}', '{"p0":32,"p1":0,"p2":0,"p3":0}'  # two keys given one 64-bit hash
+    collide = (lambda real: lambda key: 42 if key in (a, b) else real(key))(config_hash)
+    monkeypatch.setattr(rows_module, "config_hash", collide)
+    monkeypatch.setattr(db_module, "config_hash", collide)
+    loads = []
+    monkeypatch.setattr(db_module, "BulkLoad", type("Spy", (BulkLoad,), {"finish": lambda self: loads.append(1)
+                                                                         or BulkLoad.finish(self)}))
+    monkeypatch.setattr(bulk_module, "BULK_MIN_ROWS", 1)
+    bulk = import_file(store, path, name="bulk", chunk_size=64)
+    assert loads == [1] and bulk.written == 400 and store.count() == 400
+    monkeypatch.setattr(bulk_module, "BULK_MIN_ROWS", 10 ** 9)
+    chunked = import_file(store, path, name="chunked", chunk_size=64)  # a chunk at a time, by upserts
+    assert loads == [1] and chunked.written == 460 and store.count() == 800
+    assert _summaries(store, bulk.runs[0]) == _summaries(store, chunked.runs[0])
+    for report in (bulk, chunked):
+        got = store.get_many(*report.runs[0], [json.loads(a), json.loads(b), {"p0": 0, "p1": 0, "p2": 0, "p3": 0}])
+        assert len(got) == 3 and got[a].config["p0"] == 16 and got[b].config["p0"] == 32
+    assert import_file(store, path, name="bulk").written == 400 and store.count() == 800  # idempotent (one chunk)
+    assert store.integrity_check() == "ok"
+
+
+def test_csv_built_by_the_database_reads_back_as_python_writes_it(store, tmp_path):
+    run = store.run(DeviceInfo(name="d", platform="p"), "k", "src", "in")
+    weird = [0.1 + 0.2, 1e-05, 1e16, 5e-324, 123456789.123456789, 2.5, 100.0]
+    results = [Result(config={"bs": 16 * (i + 1), "f": weird[i % len(weird)], "flag": i % 2 == 0, "name": f"v{i % 3}"},
+                      status=Status.OK if i % 4 else Status.LAUNCH_ERROR, time_ms=weird[i % len(weird)] * 3 if i % 4
+                      else math.inf, samples=[weird[i % len(weird)], math.nan][: 1 + i % 2],
+                      compile_ms=1 / 3, error="" if i % 4 else 'it said "no", then\nstopped', timestamp=1.7e9 + i / 7)
+               for i in range(40)]
+    store.put_stream(run, results)
+    names = ["bs", "f", "flag", "name"]
+    by_db, by_python = tmp_path / "db.csv", tmp_path / "py.csv"
+    with by_db.open("w", newline="") as out:
+        assert store.write_csv(run, names, out) == 40
+    with by_python.open("w", newline="") as out:
+        assert exporter._write_csv(out, store.iter_records(run), {n: [] for n in names}) == 40
+
+    def cells(path):
+        with path.open(newline="") as f:
+            return [[_value(c) for c in row] for row in csv.reader(f)]
+
+    assert cells(by_db) == cells(by_python)
+    if store.dialect == "postgresql":  # a text value that needs quoting: COPY quotes it; SQLite leaves it to Python
+        store.put(*run, Result(config={"bs": 1, "f": 1.0, "flag": True, "name": "a,b"}, time_ms=1.0))
+        with by_db.open("w", newline="") as out:
+            assert store.write_csv(run, names, out) == 41
+        assert cells(by_db)[-1][3] == "a,b"
+    else:
+        store.put(*run, Result(config={"bs": 1, "f": 1.0, "flag": True, "name": "a,b"}, time_ms=1.0))
+        assert store.write_csv(run, names, io.StringIO()) is None
+
+
+def _value(cell: str) -> object:
+    """A CSV cell compared by value: numbers (and each of a samples list's) as floats, NaN as a marker."""
+    try:
+        return tuple("nan" if math.isnan(x) else x for x in map(float, cell.split())) if cell else ""
+    except ValueError:
+        return cell
+
+
+def test_a_bulk_load_that_fails_half_way_leaves_the_store_as_it_was(store, tmp_path, monkeypatch):
+    header, lines = cache_lines(300)
+    broken = tmp_path / "broken.json"  # garbage after 250 good entries: the import stops with an error
+    broken.write_text(header + "".join(lines[:250]) + '\n"x": {"p0": oops},' + "".join(lines[251:])[:-1] + "}\n}")
+    good = tmp_path / "good.json"
+    good.write_text(closed(header, lines))
+    monkeypatch.setattr(bulk_module, "BULK_MIN_ROWS", 1)
+    with pytest.raises(FormatError, match="invalid JSON"):
+        import_file(store, broken, chunk_size=100)
+    indexes = {ix["name"] for ix in sa.inspect(store.db.engine).get_indexes("measurements")}
+    assert store.count() == 0 and {"uq_m_hash", "ix_m_ok_run"} <= indexes  # rows and dropped indexes rolled back
+    report = import_file(store, good, chunk_size=100)
+    assert report.written == 300 and store.count() == 300 == sum(1 for _ in store.iter_results())
+    assert store.status_counts() == {"ok": 300 - len(range(3, 300, 7)), "compile_error": len(range(3, 300, 7))}
+    run = report.runs[0]
+    store.put(*run, Result(config={"p0": 16, "p1": 16, "p2": 16, "p3": 16}, time_ms=2.0))  # the counting resumed
+    assert store.count() == 301 and store.status_counts()["ok"] == 301 - len(range(3, 300, 7))
+    assert store.integrity_check() == "ok"

@@ -62,7 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", help="problem name (default: the file's kernel name)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--chunk-size", type=int, default=10_000,
-                   help="entries per transaction (a killed import keeps every whole chunk; default 10000)")
+                   help="entries per transaction (a killed import keeps every whole chunk, or nothing of a bulk load "
+                        "of a large file into an empty run; default 10000)")
     p.set_defaults(func=_import)
 
     p = sub.add_parser("export", help="export stored measurements of one problem")

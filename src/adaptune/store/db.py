@@ -12,20 +12,23 @@ stream commits once per chunk, so a process killed mid-run loses at most the chu
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from itertools import islice, repeat
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from adaptune.records import DeviceInfo, Result, Status
+from adaptune.store import csvsql
 from adaptune.store import schema as S
 from adaptune.store.base import (
     DEFAULT_CHUNK,
@@ -46,6 +49,7 @@ from adaptune.store.base import (
     TrajectoryPoint,
     finite_or_inf,
 )
+from adaptune.store.bulk import BulkLoad, worth_bulk
 from adaptune.store.codec import BINS_PER_OCTAVE, config_hash, jsonable
 from adaptune.store.errors import StoreError
 from adaptune.store.rows import (
@@ -129,6 +133,16 @@ def _param_counts(run: tuple[Any, ...], configs: list[tuple[Mapping[str, Any], s
     for name, text, status, n in found:
         texts[(*run, name, text, status)] += n
     return texts
+
+
+class Loader:
+    """Where an import puts its encoded chunks (``Store.loading``); ``written``: the rows they made."""
+
+    def __init__(self, put: Callable[[Encoded], int]) -> None:
+        self.put, self.written = put, 0
+
+    def add(self, chunk: Encoded) -> None:
+        self.written += self.put(chunk)
 
 
 def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -302,6 +316,21 @@ class Store(BaseStore):
         """One chunk from :func:`encode_rows` (made in this process or another) in one transaction."""
         return self._commit_chunk(chunk.rows, replace, chunk.params)
 
+    @contextmanager
+    def loading(self, run: RunKey, expected_rows: int) -> Iterator[Loader]:
+        """A loader of encoded chunks into ``run`` (``Loader.add``): a bulk load in one transaction
+        (``bulk.py``) when about ``expected_rows`` go into an empty run of a store smaller than that, else
+        one upsert transaction a chunk. ``Loader.written`` is final when the block ends."""
+        run = RunKey(*(int(x) for x in run))
+        if not worth_bulk(expected_rows, self.count(run.problem_id, run.device_id, run.input_id), self.count()):
+            yield Loader(self.put_encoded)
+            return
+        with self.db.guard("bulk-load"), self.db.write() as conn:
+            bulk = BulkLoad(conn, self.dialect, run, _param_counts, _add_counts)
+            loader = Loader(lambda chunk: bulk.add(chunk.rows, chunk.params))
+            yield loader  # an error (a bad file, a lost connection) rolls it all back: indexes, triggers, rows
+            loader.written = bulk.finish()
+
     def delete(self, problem_id: int | None = None, device_id: int | None = None, input_id: int | None = None,
                status: Status | str | None = None) -> int:
         where = _where(problem_id, device_id, input_id, status)
@@ -394,6 +423,49 @@ class Store(BaseStore):
             if len(rows) < chunk_size:
                 return
             last = rows[-1][0]
+
+    def write_csv(self, run: RunKey, names: list[str], out: IO[str]) -> int | None:
+        """The run as CSV (a header, then a row per configuration: ``names``' values, then ``CSV_COLUMNS``) with
+        the text built by the database (``csvsql.py``); the rows written, or None (nothing written) where a
+        parameter's values are not of one kind SQL spells as Python does."""
+        run = RunKey(*(int(x) for x in run))
+        T = S.run_param_counts
+        values = self.db.rows(sa.select(T.c.name, T.c.value, sa.func.sum(T.c.n))
+                              .where(*_count_where(run.problem_id, run.device_id, run.input_id, T))
+                              .group_by(T.c.name, T.c.value).having(sa.func.sum(T.c.n) > 0))
+        kinds = csvsql.plan(names, values, self.count(run.problem_id, run.device_id, run.input_id), self.dialect)
+        if kinds is None:
+            return None
+        if self.dialect == "postgresql":
+            return self._copy_csv(csvsql.postgres_copy(names, kinds, run), out)
+        csv.writer(out).writerow([*names, *csvsql.CSV_COLUMNS])
+        query = csvsql.sqlite_select(names, kinds, DEFAULT_CHUNK)
+        last, n, cell = 0, 0, csvsql.csv_cell
+        while True:
+            with self.db.read() as conn:
+                rows = conn.exec_driver_sql(query, (run.problem_id, run.device_id, run.input_id, last)).all()
+            lines = [f"{p},{'' if t is None else t},{c},{v},{b},{s},{ts},{cell(e) if e else ''}\r\n"
+                     for _, p, t, c, v, b, s, ts, e in rows]
+            if None in (row[1] for row in rows):  # a parameter gone since the plan (a concurrent writer)
+                raise ValueError(f"a row of run {tuple(run)} lacks one of the parameters {names}")
+            out.write("".join(lines))
+            n += len(rows)
+            if len(rows) < DEFAULT_CHUNK:
+                return n
+            last = rows[-1][0]
+
+    def _copy_csv(self, statement: str, out: IO[str]) -> int | None:
+        """PostgreSQL's COPY ... TO STDOUT written through to ``out``'s bytes; None without psycopg 3."""
+        with self.db.read() as conn:
+            raw = conn.connection.dbapi_connection
+            cursor = raw.cursor() if raw is not None else None
+            if cursor is None or not hasattr(cursor, "copy"):
+                return None
+            out.flush()
+            with cursor.copy(statement) as copy:
+                for data in copy:
+                    out.buffer.write(data)
+            return int(cursor.rowcount)
 
     def _keyset(self, where: list[Any], status: Status | str | None, chunk_size: int) -> Iterator[StoredResult]:
         if status is not None:
@@ -843,14 +915,15 @@ _SUMMARIES = (("run_counts", "status"), ("run_time_bins", "bin"), ("run_param_co
 
 
 def _add_counts(conn: Connection, deltas: tuple[Counter, ...]) -> None:
-    """Add the deltas of :func:`_deltas` to the summary tables (SQLite's writer)."""
+    """Add the deltas of :func:`_deltas` to the summary tables (SQLite's writer; a bulk load's, either store)."""
+    mark = "?" if conn.dialect.name == "sqlite" else "%s"
     for (table, columns), changes in zip(_SUMMARIES, deltas, strict=True):
         rows = [(*key, n) for key, n in sorted(changes.items()) if n]
         if rows:
-            marks = ", ".join(["?"] * len(rows[0]))
+            marks = ", ".join([mark] * len(rows[0]))
             conn.exec_driver_sql(f"INSERT INTO {table} (device_id, problem_id, input_id, {columns}, n) "
                                  f"VALUES ({marks}) ON CONFLICT (device_id, problem_id, input_id, {columns}) "
-                                 "DO UPDATE SET n = n + excluded.n", rows)
+                                 f"DO UPDATE SET n = {table}.n + excluded.n", rows)
 
 
 def _count_where(problem_id: int | None, device_id: int | None, input_id: int | None,

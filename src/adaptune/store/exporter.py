@@ -13,7 +13,6 @@ import io
 import json
 import math
 import os
-import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,12 +26,13 @@ import orjson
 from adaptune.records import Result
 from adaptune.store.base import BaseStore, Record, RunKey
 from adaptune.store.codec import jsonable
+from adaptune.store.csvsql import CSV_COLUMNS, csv_cell
+from adaptune.store.db import Store
 from adaptune.store.kt_cache import result_to_kt_entry
 from adaptune.store.recorded import kt_key
 from adaptune.store.t4 import SCHEMA_VERSION, result_to_t4
 
 ExportFormat = Literal["kt", "t4", "csv"]
-CSV_COLUMNS = ("status", "time_ms", "compile_ms", "verify_ms", "benchmark_ms", "samples", "timestamp", "error")
 
 
 @contextmanager
@@ -95,8 +95,9 @@ def export_run(store: BaseStore, run: RunKey, path: str | Path, fmt: ExportForma
     if fmt not in (*writers, "csv"):
         raise ValueError(f"unknown format {fmt!r}: use one of {sorted((*writers, 'csv'))}")
     with _atomic_text(path) as out:
-        if fmt == "csv":  # from the stored fields: the format of bulk exports
-            return _write_csv(out, store.iter_records(run), params)
+        if fmt == "csv":  # from the stored fields: the format of bulk exports; by the database where it can
+            written = store.write_csv(run, list(params), out) if isinstance(store, Store) else None
+            return written if written is not None else _write_csv(out, store.iter_records(run), params)
         return writers[fmt](out, _results(store, run), head, params)
 
 
@@ -150,21 +151,13 @@ def _write_csv(out: IO[str], records: Iterator[Record], params: dict[str, list])
             except KeyError:
                 _config(Result(config=config), names)  # raises, naming what is missing
             if str in map(type, cells):
-                cells = [_cell(c) if type(c) is str else c for c in cells]
-            lines.append(f"{','.join(map(str, cells))},{_cell(status)},{'' if t == math.inf else t},{compile_ms},"
+                cells = [csv_cell(c) if type(c) is str else c for c in cells]
+            lines.append(f"{','.join(map(str, cells))},{csv_cell(status)},{'' if t == math.inf else t},{compile_ms},"
                          f"{verify_ms},{benchmark_ms},{' '.join(map(repr, samples))},{timestamp},"
-                         f"{_cell(error) if error else ''}\r\n")
+                         f"{csv_cell(error) if error else ''}\r\n")
         out.write("".join(lines))
         n += len(lines)
     return n
-
-
-_QUOTED = re.compile(r'[,"\r\n]')
-
-
-def _cell(text: str) -> str:
-    """A text cell as the csv module writes it: quoted (quotes doubled) when it holds a comma, quote or newline."""
-    return '"' + text.replace('"', '""') + '"' if _QUOTED.search(text) else text
 
 
 def _blocks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:

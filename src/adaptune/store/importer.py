@@ -3,22 +3,25 @@
 
 Each chunk is one transaction (``BaseStore.put_stream``), so an import killed half-way leaves every
 committed chunk and nothing half-written; writes are upserts keyed by configuration, so running the same
-import again completes it without duplicates. An entry that does not read (a bad value, a cut-off last
+import again completes it without duplicates. A large file going into an empty run of a smaller SQL store is
+one bulk load instead (``store/bulk.py``): a killed one leaves nothing, and the re-run does it again. An entry that does not read (a bad value, a cut-off last
 entry) is skipped and counted; a file that is not one of these formats at all is one FormatError.
 """
 
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 from collections.abc import Callable, Generator, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from adaptune.records import Result, Status
 from adaptune.store.base import DEFAULT_CHUNK, BaseStore, Record, RunKey, record_of
-from adaptune.store.db import Store, chunks, encode_rows
+from adaptune.store.db import Loader, Store, chunks, encode_rows
 from adaptune.store.errors import FormatError
 from adaptune.store.jsonstream import JsonStream, Truncated, compression_cut, open_text
 from adaptune.store.kt_cache import EntryReader, kt_header
@@ -178,16 +181,31 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
         return report.skipped, report.reasons, seen
 
     reader = Forked(read)  # a SQL store writes while a second process reads the next chunk
-    for chunk, offset in reader:
-        report.written += (store.put_encoded(chunk) if isinstance(store, Store)
-                           else store.put_records(run, chunk, chunk_size=chunk_size))
-        if progress is not None:
-            progress(offset)
+    pieces = iter(reader)
+    first = next(pieces, None)
+    with _loader(store, run, path, first) as loader:
+        for chunk, offset in itertools.chain([first] if first is not None else [], pieces):
+            loader.add(chunk)
+            if progress is not None:
+                progress(offset)
+    report.written = loader.written
     report.skipped, report.reasons, seen = reader.result
     if not space.params and seen:  # the space description gets the values the entries hold
         space.params = {n: sorted(v, key=lambda x: (str(type(x)), x)) for n, v in seen.items()}
         space.register(store, name)
     return report
+
+
+def _loader(store: BaseStore, run: RunKey, path: Path, first: tuple[Any, int] | None
+            ) -> AbstractContextManager[Loader]:
+    """Where the chunks go: a SQL store's loader (a bulk load when the file, estimated from its size and the
+    characters its first chunk took, is large next to the store), else ``put_records`` a chunk at a time."""
+    if isinstance(store, Store):
+        expected = 0
+        if first is not None and first[1] > 0:
+            expected = int(len(first[0].rows) * path.stat().st_size / first[1])
+        return store.loading(run, expected)
+    return nullcontext(Loader(lambda records: store.put_records(run, records)))
 
 
 def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: ImportReport) -> Iterator[Record]:
@@ -197,12 +215,12 @@ def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: Im
     try:
         while js.peek() not in ("}", ""):  # "": an open cache that ends after a complete entry
             block = js.line_members()
-            if block is not None:  # the common layout, one entry a line: many entries a decode
-                for key, entry in block:
-                    try:
-                        yield reader.fields(key, entry, f"entry {key!r}", dropped)
-                    except FormatError as exc:
-                        report.skip(str(exc))
+            if block is not None:  # the common layout, one entry a line: many entries a decode, checked a column
+                for record in reader.many(block, dropped):  # at a time
+                    if isinstance(record, FormatError):
+                        report.skip(str(record))
+                    else:
+                        yield record
                 continue
             key = js.key()
             entry = js.value()

@@ -205,6 +205,7 @@ class EntryReader:
 
     def __init__(self, names: list[str], allowed: dict[str, list] | None) -> None:
         self.names = list(names)
+        self._names_set = frozenset(self.names)
         self._values = itemgetter(*self.names) if len(self.names) > 1 else (
             (lambda e: (e[self.names[0]],)) if self.names else (lambda e: ()))
         self.allowed = [allowed[n] for n in self.names] if allowed is not None else None
@@ -258,6 +259,73 @@ class EntryReader:
         timings = [_number(entry[k], f"{where}: '{k}'") if k in entry else 0.0 for k in TIMING_FIELDS]
         return (config, status, time_ms, [float(s) for s in samples], *timings, observers, error,
                 _timestamp(entry.get("timestamp"), where))
+
+
+    def many(self, members: list[tuple[str, Any]], dropped: set[str]) -> list[tuple[Any, ...] | FormatError]:
+        """:meth:`fields` of many entries (each a Record, or the FormatError that entry gives), a column at a
+        time where they share a layout: the type and value checks of a column are one pass of C loops (``set``
+        of the types, a subset test of the values) instead of Python work per entry and field. Entries the
+        column pass cannot vouch for (a failure string, a non-finite time, an unusual field) and every entry
+        of a layout it cannot take go through :meth:`fields`, which gives the same Record or the error."""
+        out: list[Any] = [None] * len(members)
+        by_layout: dict[tuple[str, ...], list[int]] = {}
+        for i, (_, entry) in enumerate(members):
+            by_layout.setdefault(tuple(entry) if type(entry) is dict else (), []).append(i)
+        for layout, rows in by_layout.items():
+            slow = self._columns(layout, rows, members, out)
+            for i in slow:
+                key, entry = members[i]
+                try:
+                    out[i] = self.fields(key, entry, f"entry {key!r}", dropped)
+                except FormatError as exc:
+                    out[i] = exc
+        return out
+
+    def _columns(self, layout: tuple[str, ...], rows: list[int], members: list[tuple[str, Any]],
+                 out: list[Any]) -> list[int]:
+        """Fill ``out`` for the entries of one layout that the column checks vouch for; the others' indexes."""
+        names = self.names
+        fields = set(layout)
+        if (not layout or len(fields) != len(layout) or not fields.issuperset(names) or "time" not in fields
+                or "timestamp" not in fields or STATUS_FIELD in fields or ERROR_FIELD in fields or len(names) < 1):
+            return rows
+        entries = [members[i][1] for i in rows]
+        columns = {k: list(map(itemgetter(k), entries)) for k in layout}
+        allowed = self.allowed
+        for j, n in enumerate(names):
+            column = columns[n]
+            if not set(map(type, column)) <= _PLAIN_NUMBERS:  # strings may be failures; bools: fields()
+                return rows
+            if allowed is not None and not (isinstance(allowed[j], frozenset) and allowed[j].issuperset(column)):
+                return rows
+        values = list(zip(*(columns[n] for n in names), strict=True))
+        if [members[i][0] for i in rows] != list(map(",".join, (map(str, v) for v in values))):
+            return rows
+        observed = [k for k in layout if k not in _RESERVED and k not in self._names_set]
+        for k in (*observed, *(k for k in TIMING_FIELDS if k in fields)):
+            if not set(map(type, columns[k])) <= _PLAIN_NUMBERS:
+                return rows
+        times = columns["time"]
+        good = [type(t) in _PLAIN_NUMBERS and math.isfinite(t) for t in times]
+        samples = columns.get("times") or [[]] * len(rows)
+        good = [g and type(s) is list and set(map(type, s)) <= _PLAIN_NUMBERS for g, s in zip(good, samples,
+                                                                                               strict=True)]
+        timings = [list(map(float, columns[k])) if k in fields else [0.0] * len(rows) for k in TIMING_FIELDS]
+        observer_columns = [list(map(float, columns[k])) for k in observed]
+        slow = []
+        for r, i in enumerate(rows):
+            if not good[r]:
+                slow.append(i)
+                continue
+            try:
+                when = _timestamp(columns["timestamp"][r], "")
+            except FormatError:
+                slow.append(i)
+                continue
+            out[i] = (dict(zip(names, values[r], strict=True)), Status.OK, float(times[r]),
+                      [float(x) for x in samples[r]], timings[0][r], timings[1][r], timings[2][r],
+                      {k: c[r] for k, c in zip(observed, observer_columns, strict=True)}, "", when)
+        return slow
 
 
 def _status_of(entry: dict[str, Any], other_failure: str | None, where: str) -> tuple[Status, str, float]:

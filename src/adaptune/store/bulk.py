@@ -1,0 +1,143 @@
+"""Bulk loading a large import into an empty run: rows appended without the random indexes, which are
+rebuilt once, sorted, at the end; the summary tables added once.
+
+Per-chunk upserts keep two randomly ordered B-trees up to date row by row (the configuration-hash index and
+the successes' time index): once they outgrow the page cache every row costs a few random page reads and
+writes, and a 10^7-row import into SQLite slows to a few thousand rows a second. A load into a run that holds
+nothing yet has nothing to look up or replace, so it can instead append the rows (the indexes kept are
+ordered by arrival within the run), and build the two indexes by one sort each. Rebuilding costs the whole
+table, so it is only worth it where the store is small next to the load (``worth_bulk``).
+
+The price is the lock: the load holds the store's write lock to its end (SQLite: other writers wait, up to
+their busy timeout, readers go on; PostgreSQL: dropping an index locks the table, so readers wait too), which
+is why it is only taken for a run that holds nothing yet in a store smaller than the load. Everything
+happens in one transaction: a killed load leaves the store as it was (indexes included) and the
+re-run starts again; a completed load makes the run non-empty, so importing the same file again takes the
+upsert path and adds nothing. Configurations met twice in the file (same key: the last one wins, as with
+upserts) and keys whose 64-bit hashes collide (the later key is stored by its key, ``schema.py``) make the
+unique index's build fail; they are then found by one grouping of the run's hashes and resolved, and the
+index is built again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from operator import itemgetter
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from adaptune.store import schema as S
+from adaptune.store.rows import BIN, COLUMNS, STATUS
+
+BULK_MIN_ROWS = 200_000
+"""Smallest load (estimated rows) that takes the bulk path: below it an import keeps its per-chunk commits
+(a killed one keeps its whole chunks), and its random index inserts still fit the page cache."""
+REBUILT = ("uq_m_hash", "ix_m_ok_run")
+"""The indexes in random order of arrival, dropped during a bulk load and built once at its end."""
+
+
+def worth_bulk(expected_rows: int, run_rows: int, store_rows: int) -> bool:
+    """Whether a load of about ``expected_rows`` into a run of ``run_rows`` (of ``store_rows`` in the store)
+    takes the bulk path: a big load, an empty run, and a store smaller than the load (whose indexes are
+    rebuilt)."""
+    return expected_rows >= BULK_MIN_ROWS and run_rows == 0 and store_rows < expected_rows
+
+
+ParamCounter = Callable[[tuple[int, int, int], list[tuple[Any, str]]], Counter]
+
+
+class BulkLoad:
+    """One bulk load into the (empty) run ``run`` on ``conn``, an open write transaction: :meth:`add` each
+    chunk of encoded rows, then :meth:`finish` (indexes built, summaries added; the caller commits)."""
+
+    def __init__(self, conn: Connection, dialect: str, run: tuple[int, int, int], param_counts: ParamCounter,
+                 add_counts: Callable[[Connection, tuple[Counter, ...]], None]) -> None:
+        self.conn, self.dialect, self.run = conn, dialect, run
+        self.param_counts, self.add_counts = param_counts, add_counts
+        self.counts: Counter = Counter()
+        self.bins: Counter = Counter()
+        self.params: Counter = Counter()
+        self.written = 0
+        if dialect == "postgresql":  # the statement triggers' counting is done here, once (the table lock is
+            conn.exec_driver_sql("ALTER TABLE measurements DISABLE TRIGGER USER")  # held to the commit)
+        for index in S.measurements.indexes:
+            if index.name in REBUILT:
+                index.drop(conn)
+
+    def add(self, rows: list[tuple[Any, ...]], params: Counter) -> int:
+        """Append one chunk (rows of ``encode_rows`` in this run, with its parameter counts); its rows."""
+        if not rows:
+            return 0
+        if self.dialect == "sqlite":
+            self.conn.exec_driver_sql(f"INSERT INTO measurements ({', '.join(COLUMNS)}) "
+                                      f"VALUES ({', '.join(['?'] * len(COLUMNS))})", rows)
+        else:
+            cursor = self.conn.connection.dbapi_connection.cursor()
+            with cursor.copy(f"COPY measurements ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+        self.counts.update(map(itemgetter(STATUS), rows))
+        self.bins.update(b for b in map(itemgetter(BIN), rows) if b is not None)
+        self.params.update(params)
+        self.written += len(rows)
+        return len(rows)
+
+    def finish(self) -> int:
+        """Build the indexes (resolving repeated hashes first if the unique one finds any), add the summaries;
+        the rows the run now holds."""
+        unique, ordered = (next(i for i in S.measurements.indexes if i.name == name) for name in REBUILT)
+        try:
+            with self.conn.begin_nested():  # a savepoint: a failed build leaves the transaction usable
+                unique.create(self.conn)
+        except sa.exc.IntegrityError:  # a key twice in the file, or two keys of one hash: rare
+            mark = "?" if self.dialect == "sqlite" else "%s"
+            repeated = [h for (h,) in self.conn.exec_driver_sql(
+                f"SELECT config_hash FROM measurements WHERE device_id = {mark} AND problem_id = {mark} AND "
+                f"input_id = {mark} AND config_hash IS NOT NULL GROUP BY config_hash HAVING count(*) > 1", self.run)]
+            self._resolve(repeated)
+            unique.create(self.conn)
+        ordered.create(self.conn)
+        run = self.run
+        self.add_counts(self.conn, (Counter({(*run, s): n for s, n in self.counts.items()}),
+                                    Counter({(*run, b): n for b, n in self.bins.items()}), self.params))
+        if self.dialect == "postgresql":  # the planner's statistics of the grown table, before its next query
+            self.conn.exec_driver_sql("ALTER TABLE measurements ENABLE TRIGGER USER")
+            self.conn.exec_driver_sql("ANALYZE measurements")
+        return self.written
+
+    def _resolve(self, repeated: list[int]) -> None:
+        """Rows sharing a hash: of one key the last stays (as an upsert would leave it), later keys of a
+        hash taken by another are stored by key (NULL hash); the counts lose the rows removed."""
+        mark = "?" if self.dialect == "sqlite" else "%s"
+        found: list[tuple[Any, ...]] = []
+        for start in range(0, len(repeated), 500):
+            batch = repeated[start:start + 500]
+            found += self.conn.exec_driver_sql(
+                f"SELECT id, config_key, config_hash, status, time_bin, config FROM measurements WHERE "
+                f"device_id = {mark} AND problem_id = {mark} AND input_id = {mark} AND config_hash IN "
+                f"({', '.join([mark] * len(batch))})", (*self.run, *batch)).all()
+        last: dict[str, tuple[Any, ...]] = {}
+        for row in sorted(found):  # by id: the last of a key wins
+            last[row[1]] = row
+        kept = {row[0] for row in last.values()}
+        removed = [row for row in found if row[0] not in kept]
+        owner: dict[int, str] = {}
+        spilled = [row[0] for row in sorted(last.values()) if owner.setdefault(row[2], row[1]) != row[1]]
+        for start in range(0, len(removed), 500):
+            ids = [row[0] for row in removed[start:start + 500]]
+            self.conn.exec_driver_sql(f"DELETE FROM measurements WHERE id IN ({', '.join([mark] * len(ids))})",
+                                      tuple(ids))
+        for start in range(0, len(spilled), 500):
+            ids = spilled[start:start + 500]
+            self.conn.exec_driver_sql(f"UPDATE measurements SET config_hash = NULL WHERE id IN "
+                                      f"({', '.join([mark] * len(ids))})", tuple(ids))
+        self.counts.subtract(row[3] for row in removed)
+        self.bins.subtract(row[4] for row in removed if row[4] is not None)
+        self.params.subtract(self.param_counts(self.run, [(orjson.loads(row[5]) if isinstance(row[5], str)
+                                                           else row[5], row[3]) for row in removed]))
+        self.written -= len(removed)
+
