@@ -1,8 +1,8 @@
 """Device backends: compile, hold data, launch and time kernels on one device.
 
 ``make_backend("opencl" | "cuda" | "c", device)`` gives a :class:`Backend` (``"c"``: host functions built
-with a host compiler, Kernel Tuner's ``lang="C"``); ``"python"`` runs plain callables. Backend modules import their device library lazily, so importing this package never
-needs PyOpenCL or CuPy.
+with a host compiler, Kernel Tuner's ``lang="C"``); ``"python"`` runs plain callables. Backend modules
+import their device library lazily, so importing this package never needs PyOpenCL or CuPy.
 """
 
 from __future__ import annotations

@@ -637,31 +637,34 @@ def _xp_value(a: LazyArray) -> Any:
     return sess.runtime.as_xp(bnode.data, a.shape, a.strides, a.offset, a.dtype)
 
 
+def _each_leaf(obj: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``leaf`` applied to everything inside ``obj`` that is not a list, tuple or dict (nested ones too)."""
+    if type(obj) is list or type(obj) is tuple:
+        return type(obj)(_each_leaf(o, leaf) for o in obj)
+    if type(obj) is dict:
+        return {k: _each_leaf(v, leaf) for k, v in obj.items()}
+    return leaf(obj)
+
+
 def _to_xp(obj: Any, cuda: bool) -> Any:
     """Every lazy array inside ``obj`` (nested lists, tuples, dicts) as an array-module value; on CUDA host
     arrays are moved to the device too, so CuPy receives what NumPy would."""
-    if isinstance(obj, LazyArray):
-        return _xp_value(obj)
-    if type(obj) is list or type(obj) is tuple:
-        return type(obj)(_to_xp(o, cuda) for o in obj)
-    if type(obj) is dict:
-        return {k: _to_xp(v, cuda) for k, v in obj.items()}
-    if cuda and isinstance(obj, np.ndarray):
-        return _cupy().asarray(obj)
-    return obj
+    def leaf(o: Any) -> Any:
+        if isinstance(o, LazyArray):
+            return _xp_value(o)
+        return _cupy().asarray(o) if cuda and isinstance(o, np.ndarray) else o
+
+    return _each_leaf(obj, leaf)
 
 
 def _to_host(obj: Any) -> Any:
     """Every lazy or CuPy array inside ``obj`` (nested lists, tuples, dicts) as a NumPy array."""
-    if isinstance(obj, LazyArray):
-        return obj.get()
-    if type(obj) is list or type(obj) is tuple:
-        return type(obj)(_to_host(o) for o in obj)
-    if type(obj) is dict:
-        return {k: _to_host(v) for k, v in obj.items()}
-    if type(obj).__module__.startswith("cupy") and hasattr(obj, "get"):
-        return obj.get()
-    return obj
+    def leaf(o: Any) -> Any:
+        if isinstance(o, LazyArray) or (type(o).__module__.startswith("cupy") and hasattr(o, "get")):
+            return o.get()
+        return o
+
+    return _each_leaf(obj, leaf)
 
 
 def _cupy() -> Any:

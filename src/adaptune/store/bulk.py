@@ -104,9 +104,8 @@ class BulkLoad:
         run = self.run
         self.add_counts(self.conn, (Counter({(*run, s): n for s, n in self.counts.items()}),
                                     Counter({(*run, b): n for b, n in self.bins.items()}), self.params))
-        if self.dialect == "postgresql":  # the planner's statistics of the grown table, before its next query
+        if self.dialect == "postgresql":  # statistics: Store.loading's VACUUM (ANALYZE) once this commits
             self.conn.exec_driver_sql("ALTER TABLE measurements ENABLE TRIGGER USER")
-            self.conn.exec_driver_sql("ANALYZE measurements")
         return self.written
 
     def _resolve(self, repeated: list[int]) -> None:
