@@ -17,8 +17,8 @@ from typing import Any
 
 from adaptune.lang import fuse
 from adaptune.lang.eager import evaluate_eagerly
-from adaptune.lang.graphs import GraphReplay, graphable
-from adaptune.lang.ir import TAPE, Buffer, Node, Scalar
+from adaptune.lang.graphs import GraphReplay, binding, graphable
+from adaptune.lang.ir import TAPE, Buffer, Node
 from adaptune.lang.rules import default_choice
 from adaptune.lang.runtime import KernelCompileError, Runtime
 
@@ -44,6 +44,34 @@ class FlushStats:
         return asdict(self)
 
 
+def tape_key(items: list[Any], roots: list[Node], epoch: int) -> tuple:
+    """The plan-cache key a recording wrote on the tape: its items and the roots' tape positions (-1: a root
+    that is not on this tape, which is never remembered)."""
+    if len(roots) == 1:
+        r = roots[0]
+        return (tuple(items), r._tp if r._te == epoch else -1)
+    return (tuple(items), *[r._tp if r._te == epoch else -1 for r in roots])
+
+
+class Taped:
+    """A plan found from the tape (``Session.taped``): where its leaves and scalars sit on the tape, the
+    trace's node count, and its CUDA graph (None where it allocates per launch, or off CUDA)."""
+
+    __slots__ = ("plan", "leaves", "scalars", "n_leaves", "nodes", "graph")
+
+    def __init__(self, plan: fuse.Plan, leaves: list[int], scalars: list[int], nodes: int,
+                 graph: GraphReplay | None) -> None:
+        self.plan, self.leaves, self.scalars, self.nodes, self.graph = plan, leaves, scalars, nodes, graph
+        self.n_leaves = len(leaves)
+
+    def bind(self, nodes: list[Node]) -> list[Any]:
+        """The plan's values from this flush's tape: [leaf buffers..., scalar arguments...]."""
+        vals = [nodes[i].data for i in self.leaves]  # type: ignore[attr-defined]
+        if self.scalars:
+            vals += [nodes[i].arg for i in self.scalars]  # type: ignore[attr-defined]
+        return vals
+
+
 class Base:
     """The storage behind one or more array views: its current version is ``node``."""
 
@@ -66,9 +94,8 @@ class Session:
         self.last_plan: fuse.Plan | None = None
         self.last_order: list[Node] | None = []  # None after a flush bound from the tape (see last_bound)
         self.last_bound: list[Any] = []  # that flush's [leaf buffers..., scalars...]
-        self.taped: dict[tuple, tuple[fuse.Plan, list[int], list[int], int, GraphReplay | None]] = {}  # (tape
-        # items, roots' positions) -> (plan, leaves' and scalars' tape positions, nodes, its CUDA graph): a hit
-        # binds without a walk
+        self.taped: dict[tuple, Taped] = {}  # ``tape_key`` -> the plan and where its inputs sit on the tape: a
+        # hit binds without a walk
         self._taken: tuple[list[Node], list[Any], bool, int] = ([], [], False, -1)
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
         self._coalesce = True
@@ -127,7 +154,7 @@ class Session:
             nodes, items, ok, epoch = self._taken
             if not (ok and roots):
                 return self.flush_collected(bases, roots, root_of, t0)
-            key = (tuple(items), *[r._tp if r._te == epoch else -1 for r in roots])
+            key = tape_key(items, roots, epoch)
             hit = self.taped.get(key)
             if hit is not None:
                 return self._flush_taped(hit, nodes, bases, roots, root_of, t0)
@@ -139,25 +166,26 @@ class Session:
             self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
             raise
 
-    def _flush_taped(self, hit: tuple[fuse.Plan, list[int], list[int], int, GraphReplay | None], nodes: list[Node],
-                     bases: list[Base], roots: list[Node], root_of: dict[int, int], t0: float) -> FlushStats:
+    def _flush_taped(self, hit: Taped, nodes: list[Node], bases: list[Base], roots: list[Node],
+                     root_of: dict[int, int], t0: float) -> FlushStats:
         """A cache hit found from the tape: bind the leaves and scalars by their tape positions and launch."""
-        plan, leaves, scalars, n_nodes, graph = hit
-        vals = [nodes[i].data for i in leaves]  # type: ignore[attr-defined]
-        if scalars:
-            vals += [nodes[i].arg for i in scalars]  # type: ignore[attr-defined]
+        plan = hit.plan
+        vals = hit.bind(nodes)
         self.last_bound, self.last_order, self.last_plan = vals[:], None, plan
-        rt = self.runtime
+        graph = hit.graph
         if graph is not None and graph.usable and self.cuda_graphs:  # the graph bakes in addresses and scalars
-            key = (*[rt.address(v) for v in vals[:len(leaves)]], *[v.tobytes() for v in vals[len(leaves):]])
-            results = graph.launch(plan, vals, rt, key)
+            results = graph.launch(plan, vals, self._runtime, binding(vals, hit.n_leaves))
         else:
-            results = fuse.launch(plan, vals, rt)
-        self.assign(bases, roots, root_of, results)
+            results = fuse.launch(plan, vals, self._runtime)  # type: ignore[arg-type]  # set: a plan exists
+        if len(bases) == 1:  # the common step: one array updated (``assign``'s first case, inlined)
+            r = roots[0]
+            bases[0].node = Buffer(results[0], r.shape, r.dtype, True)
+        else:
+            self.assign(bases, roots, root_of, results)
         self.flushes += 1
         self.history_kernels += plan.kernels
-        self.last = stats = FlushStats(plan.kernels, plan.bytes, n_nodes, True, 0,
-                                       (time.perf_counter() - t0) * 1e6, "", plan.inplace)
+        host_us = (time.perf_counter() - t0) * 1e6
+        self.last = stats = FlushStats(plan.kernels, plan.bytes, hit.nodes, True, 0, host_us, "", plan.inplace)
         return stats
 
     def _remember(self, key: tuple, epoch: int) -> None:
@@ -171,8 +199,8 @@ class Session:
         if all(n._te == epoch for n in leaves) and all(n._te == epoch for n in scalars):
             if len(self.taped) >= TAPED_ENTRIES:
                 self.taped.clear()  # a program that never repeats a step: start over (the plans stay cached)
-            self.taped[key] = (plan, [n._tp for n in leaves], [n._tp for n in scalars], len(order),
-                               GraphReplay() if graphable(plan, self.runtime) else None)
+            self.taped[key] = Taped(plan, [n._tp for n in leaves], [n._tp for n in scalars], len(order),
+                                    GraphReplay() if graphable(plan, self.runtime) else None)
 
     def replay_last(self) -> list[Any]:
         """Launch the last flushed plan again on the same inputs (benchmarks time the kernels alone)."""
@@ -196,10 +224,11 @@ class Session:
             if b is None:
                 continue
             node = b.node
-            if type(node) is Buffer or type(node) is Scalar:
+            if not node.children:  # a buffer or a scalar: nothing to compute
                 continue
-            if id(node) not in root_of:
-                root_of[id(node)] = len(roots)
+            k = id(node)
+            if k not in root_of:
+                root_of[k] = len(roots)
                 roots.append(node)
             bases.append(b)
         return bases, roots, root_of
