@@ -511,6 +511,9 @@ def _default_for(dt: np.dtype) -> np.dtype:
     return dt
 
 
+_PLAIN = frozenset((LazyArray, bool, int, float))  # operands ``_operand`` returns as they are (exact types)
+
+
 def _operand(o: Any) -> Any:
     if isinstance(o, (LazyArray, PyScalar, np.generic)):
         return o
@@ -519,18 +522,33 @@ def _operand(o: Any) -> Any:
     return asarray(o)
 
 
+_RESOLVED: dict[tuple, tuple[np.dtype, np.dtype, bool]] = {}  # (ufunc, operands' dtypes or types) -> _resolved
+
+
+def _resolved(name: str, ops_in: list[Any]) -> tuple[np.dtype, np.dtype, bool]:
+    """(output dtype, compute dtype, whether the compiler takes it) of ``np.<name>`` over the operands, cached by
+    the arrays' dtypes and the scalars' types: NumPy's rules (``ops.resolve``) depend on nothing else, and a
+    recorded operation then pays one dict look-up for them."""
+    key = (name, *[o.dtype if isinstance(o, LazyArray) else type(o) for o in ops_in])
+    hit = _RESOLVED.get(key)
+    if hit is None:
+        keys = [o.dtype if isinstance(o, LazyArray) else np.dtype(type(o)) if isinstance(o, np.generic) else o
+                for o in ops_in]
+        out, compute = ops.resolve(name, keys)
+        if out not in SUPPORTED_SET:
+            check_dtype(out)  # NumPy's TypeError, not cached
+        compiles = compute.kind in ops.UFUNCS[name][2] or (compute.kind == "b" and name in ops.BOOL_OPS)
+        hit = _RESOLVED[key] = (out, compute, compiles)
+    return hit
+
+
 def apply(name: str, *operands: Any) -> LazyArray:
     """Record ``np.<name>(*operands)`` element-wise (broadcasting, NumPy's dtype rules); eager if unknown."""
     if name not in ops.UFUNCS:
         return eager(name, getattr(np, name), *operands)
-    ops_in = [_operand(o) for o in operands]
-    keys = [o.dtype if isinstance(o, LazyArray) else np.dtype(type(o)) if isinstance(o, np.generic) else o
-            for o in ops_in]
-    out, compute = ops.resolve(name, keys)
-    if out not in SUPPORTED_SET:
-        check_dtype(out)
-    kinds = ops.UFUNCS[name][2]
-    if compute.kind not in kinds and not (compute.kind == "b" and name in ops.BOOL_OPS):
+    ops_in = [o if type(o) in _PLAIN else _operand(o) for o in operands]
+    out, compute, compiles = _resolved(name, ops_in)
+    if not compiles:
         return eager(f"{name} on {compute.name}", getattr(np, name), *ops_in)
     shapes = [o.shape for o in ops_in if isinstance(o, LazyArray)]
     shape = shapes[0] if len(shapes) == 1 else broadcast_shapes(*shapes)

@@ -158,6 +158,9 @@ class Buffer(Node):
 
 
 _SCALAR_KEYS: dict[np.dtype, tuple] = {}
+_SCALAR_VALUES: dict[tuple, tuple[Any, Any]] = {}  # (Python type, value, dtype) -> (value, kernel argument)
+_CACHED_SCALAR_TYPES = frozenset((bool, int, float))
+SCALAR_CACHE_ENTRIES = 4096
 
 
 class Scalar(Node):
@@ -169,8 +172,18 @@ class Scalar(Node):
         self.shape, self.dtype, self.children = (), dtype, ()
         self._key = _SCALAR_KEYS.get(dtype) or _SCALAR_KEYS.setdefault(dtype, ("scalar", dtype.char))
         self._te = -1
-        self.value = dtype.type(value)
-        self.arg = np.uint8(self.value) if dtype.kind == "b" else self.value  # what a kernel receives
+        # a NumPy scalar costs more to make than to look up, and a loop passes the same constants every step;
+        # looked up by type and value (equal values, equal bits), except zero (-0.0 == 0.0) and NaN
+        cached = type(value) in _CACHED_SCALAR_TYPES and value and value == value
+        hit = _SCALAR_VALUES.get((type(value), value, dtype)) if cached else None
+        if hit is None:
+            v = dtype.type(value)
+            hit = (v, np.uint8(v) if dtype.kind == "b" else v)  # (the value, what a kernel receives)
+            if cached:
+                if len(_SCALAR_VALUES) >= SCALAR_CACHE_ENTRIES:
+                    _SCALAR_VALUES.clear()
+                _SCALAR_VALUES[(type(value), value, dtype)] = hit
+        self.value, self.arg = hit
 
     def desc(self) -> tuple:
         return ("scalar", self.dtype.char)
