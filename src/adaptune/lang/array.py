@@ -58,7 +58,7 @@ class LazyArray:
     @classmethod
     def wrap(cls, node: Node) -> LazyArray:
         base = Base(node)
-        if not isinstance(node, Buffer | Scalar):
+        if node.children:  # an expression (buffers and scalars have no children): computed at the next flush
             session().track(base)
         shape = node.shape
         strides, region, vdims = _whole(shape)
@@ -235,10 +235,13 @@ class LazyArray:
                          tuple(vdims) if region is not None else None)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if _advanced(key):
+        if key is Ellipsis:
+            target = self  # ``a[...] = v``, the common update: ``self[...]`` would be a copy of this view
+        elif _advanced(key):
             eager_setitem(self, key, value)
             return
-        target = self[key]
+        else:
+            target = self[key]
         if target.size == 0:
             return
         if isinstance(value, LazyArray) and value.base is self.base and value.shape == target.shape and \

@@ -256,7 +256,7 @@ class Update(Node):
 
     def __init__(self, old: Node, region: tuple[tuple[int, int, int], ...], vdims: tuple[int, ...],
                  value: Node, rng: int | None = None, strided: tuple | None = None) -> None:
-        super().__init__(old.shape, old.dtype, (old, value))
+        self.shape, self.dtype, self.children, self._key = old.shape, old.dtype, (old, value), None  # (as Map)
         self.region = region
         self.vdims = vdims
         self.rng = rng
