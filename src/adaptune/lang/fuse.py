@@ -562,14 +562,14 @@ def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = N
 def launch(plan: Plan, vals: list[Any], runtime: Runtime) -> list[Any]:
     """The cache-hit path: ``vals`` = [leaf buffers..., scalar arguments...] in the plan's slot order (a
     replayed trace binds them without walking a graph); allocates the temporaries, launches, returns the
-    roots' buffers."""
+    roots' buffers. ``vals`` itself is left as it came (a caller may keep it to launch again)."""
     direct = plan.direct
     if direct is not None:  # nothing to allocate, no temporaries: launch from the bound values as they are
         for fn, grid, block, getter in direct:
             fn(grid, block, getter(vals))
         return plan.roots(vals)
     init = plan.tmp_init
-    vals += init if init is not None else _pool(plan, runtime)
+    vals = vals + (init if init is not None else _pool(plan, runtime))
     alloc = runtime.alloc
     for fn, grid, block, getter, outs in plan.fast:
         for i, n, dtype in outs:

@@ -171,7 +171,7 @@ class Session:
         """A cache hit found from the tape: bind the leaves and scalars by their tape positions and launch."""
         plan = hit.plan
         vals = hit.bind(nodes)
-        self.last_bound, self.last_order, self.last_plan = vals[:], None, plan
+        self.last_bound, self.last_order, self.last_plan = vals, None, plan  # (``fuse.launch`` leaves it as is)
         graph = hit.graph
         if graph is not None and graph.usable and self.cuda_graphs:  # the graph bakes in addresses and scalars
             results = graph.launch(plan, vals, self._runtime, binding(vals, hit.n_leaves))
