@@ -87,7 +87,7 @@ class Tape:
                     self.ok = False  # built before the last flush: its structure is not on this tape
                 c._te, c._tp = ep, len(nodes)
                 nodes.append(c)
-                items.append(c.key)
+                items.append(c._key or c.key)  # (a leaf's description, computed once)
         node._te, node._tp = ep, len(nodes)
         nodes.append(node)
 
