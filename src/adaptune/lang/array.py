@@ -515,6 +515,7 @@ def _default_for(dt: np.dtype) -> np.dtype:
 
 
 _PLAIN = frozenset((LazyArray, bool, int, float))  # operands ``_operand`` returns as they are (exact types)
+_PY_SCALARS = frozenset((bool, int, float))
 
 
 def _operand(o: Any) -> Any:
@@ -547,6 +548,20 @@ def _resolved(name: str, ops_in: list[Any]) -> tuple[np.dtype, np.dtype, bool]:
 
 def apply(name: str, *operands: Any) -> LazyArray:
     """Record ``np.<name>(*operands)`` element-wise (broadcasting, NumPy's dtype rules); eager if unknown."""
+    if len(operands) == 2:  # the common binary step, once its types were resolved: what the general path below
+        x, y = operands  # does for it, without its loops (same key, same nodes)
+        tx, ty = type(x), type(y)
+        if tx is LazyArray and (ty is LazyArray and x.shape == y.shape or ty in _PY_SCALARS):
+            hit = _RESOLVED.get((name, x.dtype, y.dtype if ty is LazyArray else ty))
+            if hit is not None and hit[2]:
+                out, compute, _ = hit
+                yn = y.node() if ty is LazyArray else Scalar(y, compute)
+                return LazyArray.wrap(Map(name, (x.node(), yn), x.shape, out, compute))
+        elif ty is LazyArray and tx in _PY_SCALARS:
+            hit = _RESOLVED.get((name, tx, y.dtype))
+            if hit is not None and hit[2]:
+                out, compute, _ = hit
+                return LazyArray.wrap(Map(name, (Scalar(x, compute), y.node()), y.shape, out, compute))
     if name not in ops.UFUNCS:
         return eager(name, getattr(np, name), *operands)
     ops_in = [o if type(o) in _PLAIN else _operand(o) for o in operands]
