@@ -16,7 +16,7 @@
 #   hotpath_repeats [N [ARGS]]  the cached flush's host time (hotpath --parts overhead ARGS) in N fresh processes,
 #                          each after one of the baseline tree in .carry/flush_base where carried (made with
 #                          `git archive <base> src benchmarks ':(exclude)benchmarks/*/results' | tar -x -C
-#                          .carry/flush_base`, 24 MB); BASE_COMMIT names it                              ~3 min
+#                          .carry/flush_base`, 24 MB); BASE_COMMIT names it. First tests/lang on CUDA  ~5-6 min
 #   kt_examples BATCHES    Kernel Tuner's CUDA examples, import line swapped, beside Kernel Tuner 1.5 (BATCH 0:
 #                          the drop-in's CUDA test; 1-4: the examples, each refereed; 5: the worker's start
 #                          phases, and before/after with .carry/before: a call of its own; several as 0,4 in one call, which stops
@@ -57,6 +57,9 @@ hotpath_repeats() {  # issue 24: the spread of the cached flush between processe
   local n=${1:-3} base=.carry/flush_base out i
   shift || true
   out=$(mkdir -p "$OUT/hotpath_repeats" && cd "$OUT/hotpath_repeats" && pwd)
+  # first the lang tests through NVRTC (the CUDA-graph paths run only there)
+  ADAPTUNE_LANG_TEST_DEVICE=cuda timeout 240 $PY -m pytest -q -p no:cacheprovider tests/lang/ > "$out/lang_cuda_tests.log" 2>&1
+  elapsed "lang tests on CUDA"; tail -3 "$out/lang_cuda_tests.log"
   for i in $(seq "$n"); do
     if [ -d "$base/src" ]; then
       (cd "$base" && ADAPTUNE_COMMIT=${BASE_COMMIT:-base} PYTHONPATH=$PWD/src:$PWD \
