@@ -9,6 +9,8 @@ cached plan's launchers are replaced by a no-op: what is left is the code a GPU 
 bind, launch bookkeeping, results), without the device call. Median per batch of ``--calls``, the lowest of
 ``--batches`` batches. It works on older trees too (their plan cache entries were tuples), so a baseline
 tree can be timed by the same file: ``PYTHONPATH=<old tree>/src python benchmarks/hotpath/host_python.py``.
+``--phases`` adds the flush phase by phase (``benchmarks.hotpath.run.flush_phases``, wall clock, p50) on the
+stubbed plan: run from a tree's root with ``PYTHONPATH=src:.`` it times that tree's own phase split.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import adaptune.numpy as anp
 from adaptune.lang import session as lang_session
 from adaptune.lang.runtime import Runtime
+from benchmarks.hotpath.run import flush_phases
 
 
 def _noop(grid: Any, block: Any, args: Any) -> None:
@@ -82,9 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--batches", type=int, default=7)
+    ap.add_argument("--phases", action="store_true", help="also the flush phase by phase (wall clock, p50)")
     args = ap.parse_args(argv)
     r = measure(args.calls, args.batches)
     print("CPU us: " + "  ".join(f"{k} {v:.2f}" for k, v in r.items()))
+    if args.phases:  # the same array shape: the stubbed plan is the one hit
+        ph = flush_phases(args.calls)
+        print("phases us (wall, p50): " + "  ".join(f"{k} {v:.2f}" for k, v in ph.items()))
     return 0
 
 
