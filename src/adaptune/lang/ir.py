@@ -136,13 +136,14 @@ class Buffer(Node):
     shares it), so an update may overwrite it in place. Part of the plan-cache key (the plan differs).
     """
 
-    __slots__ = ("data", "owned")
+    __slots__ = ("data", "owned", "arg")
 
     def __init__(self, data: Any, shape: tuple[int, ...], dtype: np.dtype, owned: bool = False) -> None:
         self.shape, self.dtype, self.children, self._key = shape, dtype, (), None  # (Node.__init__, inlined:
         # nodes are built on every recorded operation and every flush)
         self._te = -1
-        self.data = data
+        self.data = self.arg = data  # ``arg``: what a kernel receives, as for a Scalar (a flush binds a plan's
+        # leaves and scalars by one attribute); ``data`` is never reassigned
         self.owned = owned
 
     def desc(self) -> tuple:

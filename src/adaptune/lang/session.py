@@ -13,6 +13,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from operator import attrgetter
 from typing import Any
 
 from adaptune.lang import fuse
@@ -44,6 +45,9 @@ class FlushStats:
         return asdict(self)
 
 
+_ARG = attrgetter("arg")  # a leaf's kernel argument (``Buffer.arg``, ``Scalar.arg``)
+
+
 def tape_key(items: list[Any], roots: list[Node], epoch: int) -> tuple:
     """The plan-cache key a recording wrote on the tape: its items and the roots' tape positions (-1: a root
     that is not on this tape, which is never remembered)."""
@@ -57,11 +61,12 @@ class Taped:
     """A plan found from the tape (``Session.taped``): where its leaves and scalars sit on the tape, the
     trace's node count, and its CUDA graph (None where it allocates per launch, or off CUDA)."""
 
-    __slots__ = ("plan", "leaves", "scalars", "n_leaves", "nodes", "graph", "out_key")
+    __slots__ = ("plan", "inputs", "n_leaves", "nodes", "graph", "out_key")
 
     def __init__(self, plan: fuse.Plan, leaves: list[int], scalars: list[int], nodes: int,
                  graph: GraphReplay | None) -> None:
-        self.plan, self.leaves, self.scalars, self.nodes, self.graph = plan, leaves, scalars, nodes, graph
+        self.plan, self.nodes, self.graph = plan, nodes, graph
+        self.inputs = fuse.tuple_getter([*leaves, *scalars])  # the plan's input nodes from the tape, in order
         self.n_leaves = len(leaves)
         self.out_key: tuple | None = None  # the description of the buffer a one-array step hands back
 
@@ -72,11 +77,8 @@ class Taped:
         return self.out_key
 
     def bind(self, nodes: list[Node]) -> list[Any]:
-        """The plan's values from this flush's tape: [leaf buffers..., scalar arguments...]."""
-        vals = [nodes[i].data for i in self.leaves]  # type: ignore[attr-defined]
-        if self.scalars:
-            vals += [nodes[i].arg for i in self.scalars]  # type: ignore[attr-defined]
-        return vals
+        """The plan's values from this flush's tape: [leaf buffers..., scalar arguments...] (C calls only)."""
+        return list(map(_ARG, self.inputs(nodes)))
 
 
 class Base:
