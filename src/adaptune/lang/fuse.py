@@ -186,24 +186,33 @@ def prepare(plan: Plan) -> Plan:
             else:
                 outs.append((vi(kind, slot), n, dtype))
         idx = [vi(k, s) for k, s in step.args] + [vi(k, s) for k, s, _, _ in step.outputs]
-        getter = tuple_getter(idx)
+        getter = _args_getter(idx)
         fast.append((step.fn if step.grid else None, (int(step.grid),), (int(step.block),), getter, tuple(outs)))
     plan.fast = fast
     plan.scratch = scratch
     plan.tmp_init = None if scratch else [None] * plan.n_tmp  # scratch: allocated at the first launch
     plan.root_vals = [base + s if s >= 0 else index_in[-1 - s] for s in plan.root_slots]
-    plan.roots = tuple_getter(plan.root_vals)
+    plan.roots = items_getter(plan.root_vals)
     plan.direct = None if plan.n_tmp or any(outs for *_, outs in fast) else \
         [(fn, grid, block, getter) for fn, grid, block, getter, _ in fast if fn is not None]
     return plan
 
 
-def tuple_getter(idx: Sequence[int]) -> Callable[[Sequence], tuple]:
-    """``lambda vals: tuple(vals[i] for i in idx)``, as one C call where it can be."""
+def _args_getter(idx: Sequence[int]) -> Callable[[Sequence], tuple]:
+    """A kernel's arguments: ``lambda vals: tuple(vals[i] for i in idx)``, as one C call where it can be."""
     if len(idx) > 1:
         return itemgetter(*idx)
     if idx:
         return _single(idx[0])
+    return lambda vals: ()
+
+
+def items_getter(idx: Sequence[int]) -> Callable[[Sequence], Sequence]:
+    """``lambda vals: [vals[i] for i in idx]`` as one C call (an ``itemgetter``; one index: a slice of one)."""
+    if len(idx) > 1:
+        return itemgetter(*idx)
+    if idx:
+        return itemgetter(slice(idx[0], idx[0] + 1))
     return lambda vals: ()
 
 

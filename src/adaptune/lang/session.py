@@ -66,7 +66,7 @@ class Taped:
     def __init__(self, plan: fuse.Plan, leaves: list[int], scalars: list[int], nodes: int,
                  graph: GraphReplay | None) -> None:
         self.plan, self.nodes, self.graph = plan, nodes, graph
-        self.inputs = fuse.tuple_getter([*leaves, *scalars])  # the plan's input nodes from the tape, in order
+        self.inputs = fuse.items_getter([*leaves, *scalars])  # the plan's input nodes from the tape, in order
         self.n_leaves = len(leaves)
         self.out_key: tuple | None = None  # the description of the buffer a one-array step hands back
 
