@@ -514,8 +514,8 @@ def _default_for(dt: np.dtype) -> np.dtype:
     return dt
 
 
-_PLAIN = frozenset((LazyArray, bool, int, float))  # operands ``_operand`` returns as they are (exact types)
-_PY_SCALARS = frozenset((bool, int, float))
+_PY_SCALARS = frozenset(PyScalar)
+_PLAIN = _PY_SCALARS | {LazyArray}  # operands ``_operand`` returns as they are (exact types)
 
 
 def _operand(o: Any) -> Any:

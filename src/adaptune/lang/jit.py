@@ -149,8 +149,8 @@ class _Trace:
         plan = self.plan
         graph = self.graph
         if graph is not None and graph.usable and sess.cuda_graphs:
-            data = graph.launch(plan, vals, sess.runtime, binding(vals, len(self.leaves), scalars=False))  # the
-            # scalars are the trace's constants
+            key = binding(vals, len(self.leaves), scalars=False)  # the scalars are the trace's constants
+            data = graph.launch(plan, vals, sess.runtime, key)
         else:
             data = fuse.launch(plan, vals, sess.runtime)
         new: list[Base | None] = [None] * self.n_new

@@ -181,11 +181,11 @@ class Session:
         plan = hit.plan
         vals = hit.bind(nodes)
         self.last_bound, self.last_order, self.last_plan = vals, None, plan  # (``fuse.launch`` leaves it as is)
-        graph = hit.graph
+        graph, rt = hit.graph, self._runtime  # (set: the plan was built on it)
         if graph is not None and graph.usable and self.cuda_graphs:  # the graph bakes in addresses and scalars
-            results = graph.launch(plan, vals, self._runtime, binding(vals, hit.n_leaves))
+            results = graph.launch(plan, vals, rt, binding(vals, hit.n_leaves))
         else:
-            results = fuse.launch(plan, vals, self._runtime)  # type: ignore[arg-type]  # set: a plan exists
+            results = fuse.launch(plan, vals, rt)
         if len(bases) == 1:  # the common step: one array updated (``assign``'s first case, inlined)
             r = roots[0]
             buf = bases[0].node = Buffer(results[0], r.shape, r.dtype, True)
