@@ -13,6 +13,10 @@
 #   distributed WHEELS     the 2-GPU parts (matmul on 1 vs 2 Ray actors, suite labelling on 1 vs 2 GPUs);
 #                          WHEELS: a folder with ray_slim.tar.xz and the wheels the machine lacks
 #   kernel_tuner           CUDA backend tests, adaptune vs Kernel Tuner brute force, recorded spaces
+#   hotpath_repeats [N [ARGS]]  the cached flush's host time (hotpath --parts overhead ARGS) in N fresh processes,
+#                          each after one of the baseline tree in .carry/flush_base where carried (made with
+#                          `git archive <base> src benchmarks ':(exclude)benchmarks/*/results' | tar -x -C
+#                          .carry/flush_base`, 24 MB); BASE_COMMIT names it. First tests/lang on CUDA  ~5-6 min
 #   kt_examples BATCHES    Kernel Tuner's CUDA examples, import line swapped, beside Kernel Tuner 1.5 (BATCH 0:
 #                          the drop-in's CUDA test; 1-4: the examples, each refereed; 5: the worker's start
 #                          phases, and before/after with .carry/before: a call of its own; several as 0,4 in one call, which stops
@@ -47,6 +51,25 @@ gpu_suite() {  # round 4 of the GPU suite (issue 15); the report is named after 
   $PY -m benchmarks.gpu_suite.run analyse "$OUT/raw.json" --out "$OUT" --jobs 4 \
       --previous benchmarks/gpu_suite/results/gpu_suite_h100.md 2>&1 \
       | grep -E "distilled|fraction of oracle|best fixed|share" | head -20
+}
+
+hotpath_repeats() {  # issue 24: the spread of the cached flush between processes, baseline and this tree alternating
+  local n=${1:-3} base=.carry/flush_base out i
+  shift || true
+  out=$(mkdir -p "$OUT/hotpath_repeats" && cd "$OUT/hotpath_repeats" && pwd)
+  # first the lang tests through NVRTC (the CUDA-graph paths run only there)
+  ADAPTUNE_LANG_TEST_DEVICE=cuda timeout 240 $PY -m pytest -q -p no:cacheprovider tests/lang/ > "$out/lang_cuda_tests.log" 2>&1
+  elapsed "lang tests on CUDA"; tail -3 "$out/lang_cuda_tests.log"
+  for i in $(seq "$n"); do
+    if [ -d "$base/src" ]; then
+      (cd "$base" && ADAPTUNE_COMMIT=${BASE_COMMIT:-base} PYTHONPATH=$PWD/src:$PWD \
+        timeout 150 $PY -m benchmarks.hotpath.run --parts overhead "$@" --out "$out/base_$i" > "$out/base_$i.log" 2>&1)
+      elapsed "base $i"; grep -A3 "^| flush_host" "$out/base_$i.log" | head -3
+    fi
+    timeout 150 $PY -m benchmarks.hotpath.run --parts overhead "$@" --out "$out/new_$i" > "$out/new_$i.log" 2>&1
+    elapsed "new $i"; grep -A3 "^| flush_host" "$out/new_$i.log" | head -3
+  done
+  $PY -m benchmarks.hotpath.repeats "$out" | tail -16
 }
 
 lscat_next() {  # issue 13 / 26: LS-CAT run 6 (see benchmarks/lscat/README.md for the merge afterwards)
@@ -201,7 +224,7 @@ kt_spread() {  # kt_examples spread: KT_GROUPS="LIMIT:EXAMPLES;LIMIT:EXAMPLES;..
 target=${1:?usage: bash benchmarks/gpu.sh <study>[.<part>] [args...] | <recipe> [args...] (see the header)}
 shift
 case "$target" in
-  gpu_suite|lscat_next|transfer|distributed|kernel_tuner|kt_examples) "$target" "$@" ;;
+  gpu_suite|lscat_next|transfer|distributed|kernel_tuner|kt_examples|hotpath_repeats) "$target" "$@" ;;
   *)
     module="benchmarks.${target%%.*}.$([ "${target#*.}" = "$target" ] && echo run || echo "${target#*.}")"
     case " $* " in

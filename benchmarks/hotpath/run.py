@@ -35,6 +35,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares th
 import adaptune.numpy as anp  # noqa: E402
 from adaptune.lang import fuse  # noqa: E402
 from adaptune.lang import session as lang_session  # noqa: E402
+from adaptune.lang.graphs import binding  # noqa: E402
+from adaptune.lang.ir import Buffer  # noqa: E402
 from adaptune.lang.runtime import Runtime  # noqa: E402
 from benchmarks.harness import device_tag, markdown_table, run_metadata, study_parser, write_results  # noqa: E402
 from benchmarks.hotpath import selection  # noqa: E402
@@ -87,7 +89,7 @@ def overhead(n_calls: int) -> dict[str, Any]:
         out[f"flush_host{tag}_us_p90"] = float(np.percentile(host, 90))
         out[f"record_and_flush{tag}_us_p50"] = float(np.median(rec))
     # any remembered step's graph (the first entry may be a warm-up step's tape, never captured)
-    out["flush_cuda_graph"] = any(hit[4] is not None and hit[4].graph is not None for hit in sess.taped.values())
+    out["flush_cuda_graph"] = any(hit.graph is not None and hit.graph.graph is not None for hit in sess.taped.values())
     sess = lang_session.session()
     for graphs in (True, False) if sess.runtime.graphs else (False,):
         sess.cuda_graphs = graphs
@@ -153,22 +155,26 @@ def flush_phases(n_calls: int) -> dict[str, float]:
         bases, roots, root_of = sess.collect()
         t2 = pc()
         nodes, items, ok, epoch = sess._taken
-        hit = sess.taped.get((tuple(items), *[r._tp if r._te == epoch else -1 for r in roots]))
+        hit = sess.taped.get(lang_session.tape_key(items, roots, epoch))
         if not ok or hit is None:
             raise RuntimeError("the cached update did not hit the taped plan cache")
         t3 = pc()
-        plan, leaves, scalars, n_nodes, graph = hit
-        vals = [nodes[i].data for i in leaves]
-        vals += [nodes[i].arg for i in scalars]
+        plan = hit.plan
+        vals = hit.bind(nodes)
         t4 = pc()
+        graph = hit.graph
         if graph is not None and graph.usable and sess.cuda_graphs:  # as Session._flush_taped launches it
-            key = (*[rt.address(v) for v in vals[:len(leaves)]], *[v.tobytes() for v in vals[len(leaves):]])
-            results = graph.launch(plan, vals, rt, key)
+            results = graph.launch(plan, vals, rt, binding(vals, hit.n_leaves))
         else:
             results = fuse.launch(plan, vals, rt)
         t5 = pc()
-        sess.assign(bases, roots, root_of, results)
-        sess.last = lang_session.FlushStats(plan.kernels, plan.bytes, n_nodes, True, 0, 0.0, "", plan.inplace)
+        if len(bases) == 1:  # as Session._flush_taped hands the result back
+            r = roots[0]
+            buf = bases[0].node = Buffer(results[0], r.shape, r.dtype, True)
+            buf._key = hit.out_key or hit.remember_out(buf)
+        else:
+            sess.assign(bases, roots, root_of, results)
+        sess.last = lang_session.FlushStats(plan.kernels, plan.bytes, hit.nodes, True, 0, 0.0, "", plan.inplace)
         t6 = pc()
         fuse.linearise(roots)
         t7 = pc()

@@ -58,7 +58,7 @@ class LazyArray:
     @classmethod
     def wrap(cls, node: Node) -> LazyArray:
         base = Base(node)
-        if not isinstance(node, Buffer | Scalar):
+        if node.children:  # an expression (buffers and scalars have no children): computed at the next flush
             session().track(base)
         shape = node.shape
         strides, region, vdims = _whole(shape)
@@ -235,10 +235,13 @@ class LazyArray:
                          tuple(vdims) if region is not None else None)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if _advanced(key):
+        if key is Ellipsis:
+            target = self  # ``a[...] = v``, the common update: ``self[...]`` would be a copy of this view
+        elif _advanced(key):
             eager_setitem(self, key, value)
             return
-        target = self[key]
+        else:
+            target = self[key]
         if target.size == 0:
             return
         if isinstance(value, LazyArray) and value.base is self.base and value.shape == target.shape and \
@@ -511,6 +514,10 @@ def _default_for(dt: np.dtype) -> np.dtype:
     return dt
 
 
+_PY_SCALARS = frozenset(PyScalar)
+_PLAIN = _PY_SCALARS | {LazyArray}  # operands ``_operand`` returns as they are (exact types)
+
+
 def _operand(o: Any) -> Any:
     if isinstance(o, (LazyArray, PyScalar, np.generic)):
         return o
@@ -519,18 +526,47 @@ def _operand(o: Any) -> Any:
     return asarray(o)
 
 
+_RESOLVED: dict[tuple, tuple[np.dtype, np.dtype, bool]] = {}  # (ufunc, operands' dtypes or types) -> _resolved
+
+
+def _resolved(name: str, ops_in: list[Any]) -> tuple[np.dtype, np.dtype, bool]:
+    """(output dtype, compute dtype, whether the compiler takes it) of ``np.<name>`` over the operands, cached by
+    the arrays' dtypes and the scalars' types: NumPy's rules (``ops.resolve``) depend on nothing else, and a
+    recorded operation then pays one dict look-up for them."""
+    key = (name, *[o.dtype if isinstance(o, LazyArray) else type(o) for o in ops_in])
+    hit = _RESOLVED.get(key)
+    if hit is None:
+        keys = [o.dtype if isinstance(o, LazyArray) else np.dtype(type(o)) if isinstance(o, np.generic) else o
+                for o in ops_in]
+        out, compute = ops.resolve(name, keys)
+        if out not in SUPPORTED_SET:
+            check_dtype(out)  # NumPy's TypeError, not cached
+        compiles = compute.kind in ops.UFUNCS[name][2] or (compute.kind == "b" and name in ops.BOOL_OPS)
+        hit = _RESOLVED[key] = (out, compute, compiles)
+    return hit
+
+
 def apply(name: str, *operands: Any) -> LazyArray:
     """Record ``np.<name>(*operands)`` element-wise (broadcasting, NumPy's dtype rules); eager if unknown."""
+    if len(operands) == 2:  # the common binary step, once its types were resolved: what the general path below
+        x, y = operands  # does for it, without its loops (same key, same nodes)
+        tx, ty = type(x), type(y)
+        if tx is LazyArray and (ty is LazyArray and x.shape == y.shape or ty in _PY_SCALARS):
+            hit = _RESOLVED.get((name, x.dtype, y.dtype if ty is LazyArray else ty))
+            if hit is not None and hit[2]:
+                out, compute, _ = hit
+                yn = y.node() if ty is LazyArray else Scalar(y, compute)
+                return LazyArray.wrap(Map(name, (x.node(), yn), x.shape, out, compute))
+        elif ty is LazyArray and tx in _PY_SCALARS:
+            hit = _RESOLVED.get((name, tx, y.dtype))
+            if hit is not None and hit[2]:
+                out, compute, _ = hit
+                return LazyArray.wrap(Map(name, (Scalar(x, compute), y.node()), y.shape, out, compute))
     if name not in ops.UFUNCS:
         return eager(name, getattr(np, name), *operands)
-    ops_in = [_operand(o) for o in operands]
-    keys = [o.dtype if isinstance(o, LazyArray) else np.dtype(type(o)) if isinstance(o, np.generic) else o
-            for o in ops_in]
-    out, compute = ops.resolve(name, keys)
-    if out not in SUPPORTED_SET:
-        check_dtype(out)
-    kinds = ops.UFUNCS[name][2]
-    if compute.kind not in kinds and not (compute.kind == "b" and name in ops.BOOL_OPS):
+    ops_in = [o if type(o) in _PLAIN else _operand(o) for o in operands]
+    out, compute, compiles = _resolved(name, ops_in)
+    if not compiles:
         return eager(f"{name} on {compute.name}", getattr(np, name), *ops_in)
     shapes = [o.shape for o in ops_in if isinstance(o, LazyArray)]
     shape = shapes[0] if len(shapes) == 1 else broadcast_shapes(*shapes)

@@ -153,6 +153,9 @@ class Plan:
     # until the scratch is allocated
     scratch: list[tuple[int, int, np.dtype]] = field(default_factory=list)  # (temporary, n, dtype) to pool
     root_vals: list[int] = field(default_factory=list)
+    roots: Callable[[list], Sequence[Any]] = tuple  # the roots' buffers from the value list (one C call)
+    direct: list[tuple] | None = None  # a plan with no temporaries and nothing to allocate: its launches as
+    # (fn, grid, block, getter), run straight from the bound values (the in-place update of a steady loop)
 
 
 def prepare(plan: Plan) -> Plan:
@@ -183,13 +186,34 @@ def prepare(plan: Plan) -> Plan:
             else:
                 outs.append((vi(kind, slot), n, dtype))
         idx = [vi(k, s) for k, s in step.args] + [vi(k, s) for k, s, _, _ in step.outputs]
-        getter = itemgetter(*idx) if len(idx) > 1 else _single(idx[0])
+        getter = _args_getter(idx)
         fast.append((step.fn if step.grid else None, (int(step.grid),), (int(step.block),), getter, tuple(outs)))
     plan.fast = fast
     plan.scratch = scratch
     plan.tmp_init = None if scratch else [None] * plan.n_tmp  # scratch: allocated at the first launch
     plan.root_vals = [base + s if s >= 0 else index_in[-1 - s] for s in plan.root_slots]
+    plan.roots = items_getter(plan.root_vals)
+    plan.direct = None if plan.n_tmp or any(outs for *_, outs in fast) else \
+        [(fn, grid, block, getter) for fn, grid, block, getter, _ in fast if fn is not None]
     return plan
+
+
+def _args_getter(idx: Sequence[int]) -> Callable[[Sequence], tuple]:
+    """A kernel's arguments: ``lambda vals: tuple(vals[i] for i in idx)``, as one C call where it can be."""
+    if len(idx) > 1:
+        return itemgetter(*idx)
+    if idx:
+        return _single(idx[0])
+    return lambda vals: ()
+
+
+def items_getter(idx: Sequence[int]) -> Callable[[Sequence], Sequence]:
+    """``lambda vals: [vals[i] for i in idx]`` as one C call (an ``itemgetter``; one index: a slice of one)."""
+    if len(idx) > 1:
+        return itemgetter(*idx)
+    if idx:
+        return itemgetter(slice(idx[0], idx[0] + 1))
+    return lambda vals: ()
 
 
 def _single(i: int) -> Callable[[list], tuple]:
@@ -547,16 +571,21 @@ def run(plan: Plan, order: list[Node], runtime: Runtime, record: list | None = N
 def launch(plan: Plan, vals: list[Any], runtime: Runtime) -> list[Any]:
     """The cache-hit path: ``vals`` = [leaf buffers..., scalar arguments...] in the plan's slot order (a
     replayed trace binds them without walking a graph); allocates the temporaries, launches, returns the
-    roots' buffers."""
+    roots' buffers. ``vals`` itself is left as it came (a caller may keep it to launch again)."""
+    direct = plan.direct
+    if direct is not None:  # nothing to allocate, no temporaries: launch from the bound values as they are
+        for fn, grid, block, getter in direct:
+            fn(grid, block, getter(vals))
+        return plan.roots(vals)
     init = plan.tmp_init
-    vals += init if init is not None else _pool(plan, runtime)
+    vals = vals + (init if init is not None else _pool(plan, runtime))
     alloc = runtime.alloc
     for fn, grid, block, getter, outs in plan.fast:
         for i, n, dtype in outs:
             vals[i] = alloc(n, dtype)
         if fn is not None:
             fn(grid, block, getter(vals))
-    return [vals[i] for i in plan.root_vals]
+    return plan.roots(vals)
 
 
 def _pool(plan: Plan, runtime: Runtime) -> list[Any]:

@@ -15,6 +15,15 @@ from adaptune.lang import fuse
 from adaptune.lang.runtime import Runtime
 
 
+def binding(vals: list[Any], n_leaves: int, scalars: bool = True) -> tuple:
+    """What a graph bakes in of the bound values ``vals`` ([leaf buffers..., scalars...]): the leaves'
+    addresses and (``scalars``) the scalars' bits (bits, not values: -0.0 and 0.0, or two NaNs, differ)."""
+    address = Runtime.address
+    if not scalars:
+        return tuple([address(v) for v in vals[:n_leaves]])
+    return (*[address(v) for v in vals[:n_leaves]], *[s.tobytes() for s in vals[n_leaves:]])
+
+
 def graphable(plan: fuse.Plan, runtime: Runtime) -> bool:
     """Whether a graph can replay ``plan``: CUDA, and nothing allocated per launch."""
     return runtime.graphs and not any(step[4] for step in plan.fast)
@@ -36,7 +45,7 @@ class GraphReplay:
         addresses, scalar bits): equal keys replay the graph."""
         if key == self.graph_key:
             runtime.launch_graph(self.graph)
-            return [vals[i] for i in plan.root_vals]  # results are leaves: written in place
+            return plan.roots(vals)  # results are leaves: written in place
         if key == self.seen_key:
             try:
                 self.graph = runtime.capture(lambda: fuse.launch(plan, list(vals), runtime))
@@ -45,6 +54,6 @@ class GraphReplay:
                 self.usable = False
                 return fuse.launch(plan, vals, runtime)
             runtime.launch_graph(self.graph)
-            return [vals[i] for i in plan.root_vals]
+            return plan.roots(vals)
         self.seen_key = key
         return fuse.launch(plan, vals, runtime)

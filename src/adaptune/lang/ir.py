@@ -87,7 +87,7 @@ class Tape:
                     self.ok = False  # built before the last flush: its structure is not on this tape
                 c._te, c._tp = ep, len(nodes)
                 nodes.append(c)
-                items.append(c.key)
+                items.append(c._key or c.key)  # (a leaf's description, computed once)
         node._te, node._tp = ep, len(nodes)
         nodes.append(node)
 
@@ -136,13 +136,14 @@ class Buffer(Node):
     shares it), so an update may overwrite it in place. Part of the plan-cache key (the plan differs).
     """
 
-    __slots__ = ("data", "owned")
+    __slots__ = ("data", "owned", "arg")
 
     def __init__(self, data: Any, shape: tuple[int, ...], dtype: np.dtype, owned: bool = False) -> None:
         self.shape, self.dtype, self.children, self._key = shape, dtype, (), None  # (Node.__init__, inlined:
         # nodes are built on every recorded operation and every flush)
         self._te = -1
-        self.data = data
+        self.data = self.arg = data  # ``arg``: what a kernel receives, as for a Scalar (a flush binds a plan's
+        # leaves and scalars by one attribute); ``data`` is never reassigned
         self.owned = owned
 
     def desc(self) -> tuple:
@@ -158,6 +159,9 @@ class Buffer(Node):
 
 
 _SCALAR_KEYS: dict[np.dtype, tuple] = {}
+_SCALAR_VALUES: dict[tuple, tuple[Any, Any]] = {}  # (Python type, value, dtype) -> (value, kernel argument)
+_CACHED_SCALAR_TYPES = frozenset((bool, int, float))
+SCALAR_CACHE_ENTRIES = 4096
 
 
 class Scalar(Node):
@@ -169,8 +173,18 @@ class Scalar(Node):
         self.shape, self.dtype, self.children = (), dtype, ()
         self._key = _SCALAR_KEYS.get(dtype) or _SCALAR_KEYS.setdefault(dtype, ("scalar", dtype.char))
         self._te = -1
-        self.value = dtype.type(value)
-        self.arg = np.uint8(self.value) if dtype.kind == "b" else self.value  # what a kernel receives
+        # a NumPy scalar costs more to make than to look up, and a loop passes the same constants every step;
+        # looked up by type and value (equal values, equal bits), except zero (-0.0 == 0.0) and NaN
+        cached = type(value) in _CACHED_SCALAR_TYPES and value and value == value
+        hit = _SCALAR_VALUES.get((type(value), value, dtype)) if cached else None
+        if hit is None:
+            v = dtype.type(value)
+            hit = (v, np.uint8(v) if dtype.kind == "b" else v)  # (the value, what a kernel receives)
+            if cached:
+                if len(_SCALAR_VALUES) >= SCALAR_CACHE_ENTRIES:
+                    _SCALAR_VALUES.clear()
+                _SCALAR_VALUES[(type(value), value, dtype)] = hit
+        self.value, self.arg = hit
 
     def desc(self) -> tuple:
         return ("scalar", self.dtype.char)
@@ -243,7 +257,7 @@ class Update(Node):
 
     def __init__(self, old: Node, region: tuple[tuple[int, int, int], ...], vdims: tuple[int, ...],
                  value: Node, rng: int | None = None, strided: tuple | None = None) -> None:
-        super().__init__(old.shape, old.dtype, (old, value))
+        self.shape, self.dtype, self.children, self._key = old.shape, old.dtype, (old, value), None  # (as Map)
         self.region = region
         self.vdims = vdims
         self.rng = rng

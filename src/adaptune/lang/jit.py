@@ -23,7 +23,7 @@ from typing import Any
 
 from adaptune.lang import fuse
 from adaptune.lang.array import LazyArray
-from adaptune.lang.graphs import GraphReplay, graphable
+from adaptune.lang.graphs import GraphReplay, binding, graphable
 from adaptune.lang.ir import Buffer
 from adaptune.lang.session import Base, FlushStats, Session, session
 
@@ -149,8 +149,8 @@ class _Trace:
         plan = self.plan
         graph = self.graph
         if graph is not None and graph.usable and sess.cuda_graphs:
-            rt = sess.runtime
-            data = graph.launch(plan, vals, rt, tuple([rt.address(v) for v in vals[:len(self.leaves)]]))
+            key = binding(vals, len(self.leaves), scalars=False)  # the scalars are the trace's constants
+            data = graph.launch(plan, vals, sess.runtime, key)
         else:
             data = fuse.launch(plan, vals, sess.runtime)
         new: list[Base | None] = [None] * self.n_new

@@ -164,9 +164,12 @@ class Runtime:
                 graph = stream.end_capture()
         return graph
 
-    def launch_graph(self, graph: Any) -> None:
-        """Run a captured graph on the current stream (after the work already queued there)."""
-        graph.launch(stream=self.device.cp.cuda.get_current_stream())
+    @staticmethod
+    def launch_graph(graph: Any) -> None:
+        """Run a captured graph on the current stream (after the work already queued there): CuPy's
+        ``Graph.launch()`` without a stream takes the current one's handle in C, without building the
+        Python ``Stream`` object ``cupy.cuda.get_current_stream()`` returns."""
+        graph.launch()
 
 
 class _Tupled:

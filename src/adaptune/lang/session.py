@@ -13,12 +13,13 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from operator import attrgetter
 from typing import Any
 
 from adaptune.lang import fuse
 from adaptune.lang.eager import evaluate_eagerly
-from adaptune.lang.graphs import GraphReplay, graphable
-from adaptune.lang.ir import TAPE, Buffer, Node, Scalar
+from adaptune.lang.graphs import GraphReplay, binding, graphable
+from adaptune.lang.ir import TAPE, Buffer, Node
 from adaptune.lang.rules import default_choice
 from adaptune.lang.runtime import KernelCompileError, Runtime
 
@@ -44,6 +45,42 @@ class FlushStats:
         return asdict(self)
 
 
+_ARG = attrgetter("arg")  # a leaf's kernel argument (``Buffer.arg``, ``Scalar.arg``)
+
+
+def tape_key(items: list[Any], roots: list[Node], epoch: int) -> tuple:
+    """The plan-cache key a recording wrote on the tape: its items and the roots' tape positions (-1: a root
+    that is not on this tape, which is never remembered)."""
+    if len(roots) == 1:
+        r = roots[0]
+        return (tuple(items), r._tp if r._te == epoch else -1)
+    return (tuple(items), *[r._tp if r._te == epoch else -1 for r in roots])
+
+
+class Taped:
+    """A plan found from the tape (``Session.taped``): where its leaves and scalars sit on the tape, the
+    trace's node count, and its CUDA graph (None where it allocates per launch, or off CUDA)."""
+
+    __slots__ = ("plan", "inputs", "n_leaves", "nodes", "graph", "out_key")
+
+    def __init__(self, plan: fuse.Plan, leaves: list[int], scalars: list[int], nodes: int,
+                 graph: GraphReplay | None) -> None:
+        self.plan, self.nodes, self.graph = plan, nodes, graph
+        self.inputs = fuse.items_getter([*leaves, *scalars])  # the plan's input nodes from the tape, in order
+        self.n_leaves = len(leaves)
+        self.out_key: tuple | None = None  # the description of the buffer a one-array step hands back
+
+    def remember_out(self, buf: Buffer) -> tuple:
+        """The handed-back buffer's description, computed at the first hit: the next recording reads it
+        without building it again (shape, dtype and ownership are part of this entry's key)."""
+        self.out_key = buf.key
+        return self.out_key
+
+    def bind(self, nodes: list[Node]) -> list[Any]:
+        """The plan's values from this flush's tape: [leaf buffers..., scalar arguments...] (C calls only)."""
+        return list(map(_ARG, self.inputs(nodes)))
+
+
 class Base:
     """The storage behind one or more array views: its current version is ``node``."""
 
@@ -66,9 +103,8 @@ class Session:
         self.last_plan: fuse.Plan | None = None
         self.last_order: list[Node] | None = []  # None after a flush bound from the tape (see last_bound)
         self.last_bound: list[Any] = []  # that flush's [leaf buffers..., scalars...]
-        self.taped: dict[tuple, tuple[fuse.Plan, list[int], list[int], int, GraphReplay | None]] = {}  # (tape
-        # items, roots' positions) -> (plan, leaves' and scalars' tape positions, nodes, its CUDA graph): a hit
-        # binds without a walk
+        self.taped: dict[tuple, Taped] = {}  # ``tape_key`` -> the plan and where its inputs sit on the tape: a
+        # hit binds without a walk
         self._taken: tuple[list[Node], list[Any], bool, int] = ([], [], False, -1)
         self.tuner: Any = None  # a lang.tune.WorkGroupTuner: new element-wise kernels get a tuned block
         self._coalesce = True
@@ -127,7 +163,7 @@ class Session:
             nodes, items, ok, epoch = self._taken
             if not (ok and roots):
                 return self.flush_collected(bases, roots, root_of, t0)
-            key = (tuple(items), *[r._tp if r._te == epoch else -1 for r in roots])
+            key = tape_key(items, roots, epoch)
             hit = self.taped.get(key)
             if hit is not None:
                 return self._flush_taped(hit, nodes, bases, roots, root_of, t0)
@@ -139,25 +175,27 @@ class Session:
             self.pending = {**pending, **self.pending}  # nothing is lost: a later flush can still run them
             raise
 
-    def _flush_taped(self, hit: tuple[fuse.Plan, list[int], list[int], int, GraphReplay | None], nodes: list[Node],
-                     bases: list[Base], roots: list[Node], root_of: dict[int, int], t0: float) -> FlushStats:
+    def _flush_taped(self, hit: Taped, nodes: list[Node], bases: list[Base], roots: list[Node],
+                     root_of: dict[int, int], t0: float) -> FlushStats:
         """A cache hit found from the tape: bind the leaves and scalars by their tape positions and launch."""
-        plan, leaves, scalars, n_nodes, graph = hit
-        vals = [nodes[i].data for i in leaves]  # type: ignore[attr-defined]
-        if scalars:
-            vals += [nodes[i].arg for i in scalars]  # type: ignore[attr-defined]
-        self.last_bound, self.last_order, self.last_plan = vals[:], None, plan
-        rt = self.runtime
+        plan = hit.plan
+        vals = hit.bind(nodes)
+        self.last_bound, self.last_order, self.last_plan = vals, None, plan  # (``fuse.launch`` leaves it as is)
+        graph, rt = hit.graph, self._runtime  # (set: the plan was built on it)
         if graph is not None and graph.usable and self.cuda_graphs:  # the graph bakes in addresses and scalars
-            key = (*[rt.address(v) for v in vals[:len(leaves)]], *[v.tobytes() for v in vals[len(leaves):]])
-            results = graph.launch(plan, vals, rt, key)
+            results = graph.launch(plan, vals, rt, binding(vals, hit.n_leaves))
         else:
             results = fuse.launch(plan, vals, rt)
-        self.assign(bases, roots, root_of, results)
+        if len(bases) == 1:  # the common step: one array updated (``assign``'s first case, inlined)
+            r = roots[0]
+            buf = bases[0].node = Buffer(results[0], r.shape, r.dtype, True)
+            buf._key = hit.out_key or hit.remember_out(buf)  # its description: the same every hit
+        else:
+            self.assign(bases, roots, root_of, results)
         self.flushes += 1
         self.history_kernels += plan.kernels
-        self.last = stats = FlushStats(plan.kernels, plan.bytes, n_nodes, True, 0,
-                                       (time.perf_counter() - t0) * 1e6, "", plan.inplace)
+        host_us = (time.perf_counter() - t0) * 1e6
+        self.last = stats = FlushStats(plan.kernels, plan.bytes, hit.nodes, True, 0, host_us, "", plan.inplace)
         return stats
 
     def _remember(self, key: tuple, epoch: int) -> None:
@@ -171,8 +209,8 @@ class Session:
         if all(n._te == epoch for n in leaves) and all(n._te == epoch for n in scalars):
             if len(self.taped) >= TAPED_ENTRIES:
                 self.taped.clear()  # a program that never repeats a step: start over (the plans stay cached)
-            self.taped[key] = (plan, [n._tp for n in leaves], [n._tp for n in scalars], len(order),
-                               GraphReplay() if graphable(plan, self.runtime) else None)
+            self.taped[key] = Taped(plan, [n._tp for n in leaves], [n._tp for n in scalars], len(order),
+                                    GraphReplay() if graphable(plan, self.runtime) else None)
 
     def replay_last(self) -> list[Any]:
         """Launch the last flushed plan again on the same inputs (benchmarks time the kernels alone)."""
@@ -196,10 +234,11 @@ class Session:
             if b is None:
                 continue
             node = b.node
-            if type(node) is Buffer or type(node) is Scalar:
+            if not node.children:  # a buffer or a scalar: nothing to compute
                 continue
-            if id(node) not in root_of:
-                root_of[id(node)] = len(roots)
+            k = id(node)
+            if k not in root_of:
+                root_of[k] = len(roots)
                 roots.append(node)
             bases.append(b)
         return bases, roots, root_of
