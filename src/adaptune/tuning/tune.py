@@ -72,6 +72,7 @@ def tune(
     try:
         with Measurer(problem.spec, backend=backend, settings=settings, device=device) as measurer:
             phases = {"worker_ready": time.perf_counter() - start}
+            worker_start = measurer.worker_start
             info = measurer.device_info()
             ids = (store.device(info),
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
@@ -91,7 +92,7 @@ def tune(
         store.close()
 
     report = report_from_results(problem, strategy, info, results, default_result, reused, start, db)
-    report.phases = phases
+    report.phases, report.worker_start = phases, worker_start
     warn_if_all_failed(report)
     return report
 
