@@ -167,11 +167,15 @@ class WorkerProcess:
         return f"{text}; its stderr ends with:\n{tail}" if tail else text
 
     def stderr_tail(self) -> str:
+        """The end of the worker's stderr, without the list of extension modules a fatal error ends with (a
+        forked worker has every module of its parent loaded: the list would push the traceback out of the tail)."""
         with contextlib.suppress(OSError, ValueError):
             self._stderr.flush()
             size = self._stderr.seek(0, os.SEEK_END)
-            self._stderr.seek(max(0, size - STDERR_TAIL_CHARS))
-            return self._stderr.read().decode(errors="replace").strip()
+            self._stderr.seek(max(0, size - 16 * STDERR_TAIL_CHARS))
+            text = self._stderr.read().decode(errors="replace")
+            lines = [line for line in text.splitlines() if not line.startswith("Extension modules: ")]
+            return "\n".join(lines).strip()[-STDERR_TAIL_CHARS:]
         return ""
 
     def stop(self, grace_s: float = 0.0) -> None:

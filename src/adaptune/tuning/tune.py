@@ -72,7 +72,6 @@ def tune(
     try:
         with Measurer(problem.spec, backend=backend, settings=settings, device=device) as measurer:
             phases = {"worker_ready": time.perf_counter() - start}
-            worker_start = measurer.worker_start
             info = measurer.device_info()
             ids = (store.device(info),
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
@@ -83,6 +82,7 @@ def tune(
                                            progress, problem.name, start)
             default_result = _default_result(space, results, session)
             phases["search_done"] = time.perf_counter() - start
+            worker_start = measurer.worker_start
     except KeyboardInterrupt:
         # The worker is already killed (Measurer.__exit__); every finished measurement is committed.
         print(f"\ninterrupted: the {_stored_count(store)} results in {db} are kept; run the same tuning "
