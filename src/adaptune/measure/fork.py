@@ -50,6 +50,16 @@ def os_threads() -> int:
         return int(stat.read().rsplit(")", 1)[1].split()[17])
 
 
+def os_thread_names() -> list[str]:
+    """The names (``comm``) of this process's threads other than the calling one."""
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        if int(task) != threading.get_native_id():
+            with contextlib.suppress(OSError), open(f"/proc/self/task/{task}/comm", encoding="utf-8") as comm:
+                names.append(comm.read().strip())
+    return names
+
+
 def fork_refusal() -> str | None:
     """Why this process must not fork a worker now (None: it may)."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
@@ -98,25 +108,33 @@ class ForkedChild:
             os.kill(self.pid, signal.SIGKILL)
 
 
-def fork_child(run: Callable[[], object], keep_fd: int, stderr_fd: int) -> ForkedChild | str:
-    """Fork; the child runs ``run()`` and exits. Returns the child, or why it was not kept (the parent had
-    other threads at the fork: the child is killed and reaped before this returns)."""
-    catcher = warnings.catch_warnings(record=True)  # Python 3.12's warning about threads: answered below
-    catcher.__enter__()
-    try:
-        warnings.simplefilter("always", DeprecationWarning)
-        pid = os.fork()
-    finally:
-        catcher.__exit__(None, None, None)  # in both processes: the child's warnings are shown, as an exec'd one's
-    if pid == 0:
-        _be_the_child(run, keep_fd, stderr_fd)
-    threads = os_threads()
-    child = ForkedChild(pid)
-    if threads > 1:
+def fork_child(run: Callable[[], object], keep_fd: int, stderr_fd: int, tries: int = 3) -> ForkedChild | str:
+    """Fork; the child runs ``run()`` and exits. Returns the child, or why none was kept: other threads ran in
+    this process at each of ``tries`` forks (a thread that just ended lingers a moment; each child that could
+    have inherited a held lock is killed and reaped before the next try)."""
+    why = ""
+    for attempt in range(tries):
+        if attempt:
+            time.sleep(0.005 * attempt)
+        catcher = warnings.catch_warnings(record=True)  # Python 3.12's warning about threads: answered below
+        catcher.__enter__()
+        try:
+            warnings.simplefilter("always", DeprecationWarning)
+            pid = os.fork()
+        except OSError as exc:  # no memory for a copy of a large process (strict overcommit), no processes left
+            return f"the fork failed ({exc})"
+        finally:
+            catcher.__exit__(None, None, None)  # in both processes: the child's warnings are shown, as an exec'd one's
+        if pid == 0:
+            _be_the_child(run, keep_fd, stderr_fd)
+        threads = os_threads()
+        child = ForkedChild(pid)
+        if threads == 1:
+            return child
+        why = f"{threads} threads ran in this process at the fork (native ones: {', '.join(os_thread_names())})"
         child.kill()
         child.wait()
-        return f"{threads} threads ran in this process at the fork"
-    return child
+    return why
 
 
 def _be_the_child(run: Callable[[], object], keep_fd: int, stderr_fd: int) -> None:

@@ -2,7 +2,8 @@
 
 It is started as adaptune's own program (``python -m adaptune.measure.worker FD PARENT_PID [WARM]``), never
 by re-importing the user's ``__main__``, so tuning works from a script without a main guard, a
-notebook, ``python -c`` or ``python - < file``. It answers messages from
+notebook, ``python -c`` or ``python - < file`` -- or, where that is safe, forked from the parent, whose child calls
+:func:`main` with the same arguments (:mod:`adaptune.measure.fork`). It answers messages from
 :class:`~adaptune.measure.measurer.Measurer` over the socket ``FD``:
 ``("setup", payload, sizes)`` followed by the bytes of each out-of-band buffer of ``sizes`` (the argument arrays,
 unframed: :func:`~adaptune.measure.channel.send_raw`)
