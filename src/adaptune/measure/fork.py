@@ -70,6 +70,8 @@ def fork_refusal() -> str | None:
         return f"cannot read /proc/self/maps ({exc})"
     if driver is not None:
         return f"a device driver is loaded in this process ({driver})"
+    if threading.current_thread() is not threading.main_thread():
+        return "the worker is started from a thread other than the main one"
     if threading.active_count() > 1:
         names = ", ".join(sorted(t.name for t in threading.enumerate() if t is not threading.current_thread()))
         return f"other threads run in this process ({names})"
@@ -85,11 +87,14 @@ class ForkedChild:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            with contextlib.suppress(ChildProcessError):
+            try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
-                if pid == 0:
-                    return None
-                self.returncode = os.waitstatus_to_exitcode(status)
+            except ChildProcessError:  # reaped by someone else (SIGCHLD ignored): gone, its status unknown (as Popen)
+                self.returncode = 0
+                return 0
+            if pid == 0:
+                return None
+            self.returncode = os.waitstatus_to_exitcode(status)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
