@@ -32,7 +32,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from typing import Any
 
@@ -95,9 +94,6 @@ START = {"spare": "exec", "generated": "exec", "forked": "fork"}
 
 def measurer_phases(kernel: KernelSpec, backend: str, device: Any, start: str) -> dict[str, float]:
     """A Measurer's start phases, its worker started ahead by ``start`` (exec or fork)."""
-    for thread in threading.enumerate():  # the last worker's exit, waited for in a thread: a fork needs none running
-        if thread.name == "adaptune-worker-exit":
-            thread.join()
     os.environ["ADAPTUNE_WORKER_START"] = start
     try:
         with spare_worker(backend, device), Measurer(kernel, backend, MeasureSettings(repeats=1, warmup=0),

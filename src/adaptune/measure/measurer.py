@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import pickle
-import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping
@@ -252,8 +251,7 @@ class Measurer:
             else:
                 self._finalizer.detach()
                 self._worker = self._finalizer = None
-                threading.Thread(target=worker.stop, kwargs={"grace_s": 5.0}, daemon=True,
-                                 name="adaptune-worker-exit").start()
+                worker.stop_in_background(grace_s=5.0)
                 return
         self._kill()
 

@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -38,6 +39,8 @@ from adaptune.measure.fork import ForkedChild, fork_child, fork_refusal
 from adaptune.measure.worker import main as worker_main
 
 STDERR_TAIL_CHARS = 2000
+#: how long a new worker's fork waits for closed workers' exits (threads) before it gives up and execs
+EXITS_WAIT_S = 1.0
 #: values of ``$ADAPTUNE_WORKER_START``
 START_METHODS = ("auto", "fork", "exec")
 
@@ -131,6 +134,7 @@ class WorkerProcess:
         method = start_method()
         why = "ADAPTUNE_WORKER_START=exec"
         if method != "exec":
+            _await_exits(EXITS_WAIT_S)  # a script's previous call's worker, still closing in a thread
             refusal = fork_refusal()
             if refusal is None:
                 child = fork_child(partial(worker_main, argv), theirs.fileno(), self._stderr.fileno())
@@ -178,6 +182,13 @@ class WorkerProcess:
             return "\n".join(lines).strip()[-STDERR_TAIL_CHARS:]
         return ""
 
+    def stop_in_background(self, grace_s: float) -> None:
+        """:meth:`stop` in a thread: the caller goes on while the worker releases its device."""
+        thread = threading.Thread(target=self.stop, kwargs={"grace_s": grace_s}, daemon=True,
+                                  name="adaptune-worker-exit")
+        _exiting.add(thread)
+        thread.start()
+
     def stop(self, grace_s: float = 0.0) -> None:
         """Close the socket, wait up to ``grace_s`` for a clean exit, then kill; idempotent."""
         with contextlib.suppress(OSError):
@@ -192,6 +203,19 @@ class WorkerProcess:
                 self.proc.wait(5)
         # the stderr file stays readable for the report; it is deleted when this object is collected
 
+
+
+#: Threads of :meth:`WorkerProcess.stop_in_background` (finished ones are dropped by :func:`_await_exits`).
+_exiting: set[threading.Thread] = set()
+
+
+def _await_exits(limit_s: float) -> None:
+    """Wait up to ``limit_s`` for workers that are closing in the background: a fork needs no other thread."""
+    deadline = time.monotonic() + limit_s
+    for thread in list(_exiting):
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if not thread.is_alive():
+            _exiting.discard(thread)
 
 
 #: Workers started ahead by :func:`spare_worker`, by their ``warm`` text, until a Measurer takes one.
