@@ -66,8 +66,8 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def findings(tmp_path_factory):
-    """One fresh process: a tune whose worker crashes and is respawned, forked, and a second tune; then a thread, then a mapped driver, each making
-    the next worker exec'd; then ADAPTUNE_WORKER_START=fork refused."""
+    """One fresh process: a tune whose worker crashes and is respawned, forked, and a second tune; then a thread,
+    then a mapped driver, each making the next worker exec'd; then ADAPTUNE_WORKER_START=fork refused."""
     env = {**process.child_env(), "DB": str(tmp_path_factory.mktemp("fork") / "a.db")}
     env.pop("ADAPTUNE_WORKER_START", None)
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
