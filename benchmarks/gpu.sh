@@ -19,7 +19,8 @@
 #                          .carry/flush_base`, 24 MB); BASE_COMMIT names it. First tests/lang on CUDA  ~5-6 min
 #   kt_examples BATCHES    Kernel Tuner's CUDA examples, import line swapped, beside Kernel Tuner 1.5 (BATCH 0:
 #                          the drop-in's CUDA test; 1-4: the examples, each refereed; 5: the worker's start
-#                          phases, and before/after with .carry/before: a call of its own; several as 0,4 in one call, which stops
+#                          phases, and before/after with .carry/before: a call of its own; 6: reduction.py,
+#                          adaptune alone, 400 s; several as 0,4 in one call, which stops
 #                          starting examples before KT_DEADLINE_S, default 540 s); carry .carry/kt  <= 10 min
 #                          "kt_examples spread" with KT_GROUPS: one group of examples per GPU at once (kt_spread)
 #
@@ -150,7 +151,7 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
   # (the wheels the machine lacks and the examples: benchmarks/kt_examples/README.md); BATCH 0 is the drop-in's
   # own CUDA test, 1-4 a share of the examples each; BATCHES "0,4" runs several in this call, and no example
   # starts unless it can end (both tools at their time limit) before KT_DEADLINE_S seconds of the call
-  local batches=${1:-1} c=.carry/kt need="" examples pair batch deadline=${KT_DEADLINE_S:-540}
+  local batches=${1:-1} c=.carry/kt need="" examples pair batch deadline=${KT_DEADLINE_S:-540} limit tools
   [ "$batches" = 5 ] || for pair in kernel_tuner:kernel_tuner constraint:python_constraint2 xmltodict:xmltodict jsonschema:jsonschema \
       jsonschema_specifications:jsonschema_specifications referencing:referencing rpds:rpds_py attrs:attrs \
       sqlalchemy:sqlalchemy greenlet:greenlet pandas:pandas dateutil:python_dateutil pytz:pytz tzdata:tzdata \
@@ -167,6 +168,7 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
   export KT_CUDA_LANG=CuPy  # Kernel Tuner's lang="CUDA" backend is PyCUDA (no wheel): its CuPy backend instead
   [ "$batches" = spread ] && { kt_spread; return; }
   for batch in ${batches//,/ }; do
+    limit=60 tools=kernel_tuner,adaptune
     case "$batch" in
       0) timeout 200 $PY -m pytest -q -p no:cacheprovider tests/integrations/test_kernel_tuner_cuda.py 2>&1 | tail -15
          elapsed "batch 0 done"; continue ;;
@@ -183,12 +185,13 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
       2) examples=sepconv_parallel.py,expdist.py,reduction.py,spmv.py,stencil.py,zeromeanfilter.py ;;
       3) examples=convolution_streams.py,pnpoly.py,pnpoly_cupy.py,texture.py,accuracy.py,test_vector_add.py,test_vector_add_parameterized.py,vector_add_parallel.py ;;
       4) examples=vector_add.py,vector_add_codegen.py,vector_add_cupy.py,vector_add_custom_strategy.py,vector_add_jinja.py,vector_add_jinja2.py,vector_add_metric.py,vector_add_nvcuda.py,vector_add_observers.py,vector_add_blocksize.py,vector_add_defines.py,python_kernel.py,python_kernel_cupy.py,vector_add_observers_pmt.py,vector_add_tegra_observer.py,vector_add_observers_ncu.py,going_green_performance_model.py ;;
-      *) echo "kt_examples: batches 0-5"; return 1 ;;
+      6) examples=reduction.py limit=400 tools=adaptune ;;  # its 12 calls through, adaptune alone (KT passed 170 s)
+      *) echo "kt_examples: batches 0-6"; return 1 ;;
     esac
     local left=$(( deadline - $(date +%s) + t0 ))
     [ "$left" -gt 30 ] || { echo "batch $batch: no time left"; continue; }
-    timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run --kt-repo $c/kernel_tuner --lang cuda --time-limit 60 \
-        --examples "$examples" --deadline-s "$left" \
+    timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run --kt-repo $c/kernel_tuner --lang cuda \
+        --time-limit "$limit" --tools "$tools" --examples "$examples" --deadline-s "$left" \
         --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$OUT/kt_examples_$batch"
     elapsed "batch $batch done"
   done

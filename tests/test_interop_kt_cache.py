@@ -160,6 +160,13 @@ def test_kernel_tuner_reads_what_we_write(tmp_path):
     theirs["cache"]["128,1080"].update(time="RuntimeFailedConfig", __error__=object())
     again = kt_cache_from_mapping(theirs, "kernel_tuner")
     assert again.results[0].status == Status.LAUNCH_ERROR and again.results[1:] == rec.results[1:]
+    # Kernel Tuner 1.5 writes a failure without 'time': its name in __error__ only, an ErrorConfig once read
+    entry = {k: v for k, v in raw_cache(ENERGY)["cache"]["128,1080"].items() if k not in ("time", "times")}
+    data = {**raw_cache(ENERGY), "cache": {"128,1080": {**entry, "__error__": "CompilationFailedConfig"}}}
+    (tmp_path / "kt15.json").write_text(json.dumps(data))
+    from_file = load_kt_cache(tmp_path / "kt15.json").results[0]
+    from_mapping = kt_cache_from_mapping(read_cache(str(tmp_path / "kt15.json"), open_cache=False)).results[0]
+    assert from_file.status == from_mapping.status == Status.COMPILE_ERROR
 
 
 def test_kernel_tuner_simulation_mode_replays_our_file(tmp_path):

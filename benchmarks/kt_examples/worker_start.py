@@ -15,6 +15,8 @@ processes:
   arrays shipped to the worker), the worker started ahead as ``tune_kernel`` does (``spare_worker``); its
   ``start_phases`` say when the worker had imported, opened the device, received and unpickled the spec,
   built its runner, and when the caller saw it ready;
+- ``forked``: as ``spare``, the worker forked from this process (``ADAPTUNE_WORKER_START=fork``: the child has NumPy
+  and adaptune imported; ``spare`` and ``generated`` exec theirs, ``ADAPTUNE_WORKER_START=exec``);
 - ``generated``: as ``spare`` with a generated source (``GeneratedSources``: a jinja2 template's texts, made
   ahead; ``tune_kernel`` sent them behind a function of ``adaptune.integrations`` before cfdc3e2, whose unpickling
   imported the integrations and scikit-learn: ``results/`` keeps that comparison).
@@ -86,9 +88,20 @@ def generated(backend: str, size: int) -> KernelSpec:
     return spec(backend, size, GeneratedSources(("block_size_x",), texts))
 
 
-def measurer_phases(kernel: KernelSpec, backend: str, device: Any) -> dict[str, float]:
-    with spare_worker(backend, device), Measurer(kernel, backend, MeasureSettings(repeats=1, warmup=0), device) as m:
-        return dict(m.start_phases)
+#: how each Measurer variant starts its worker (``$ADAPTUNE_WORKER_START``)
+START = {"spare": "exec", "generated": "exec", "forked": "fork"}
+
+
+def measurer_phases(kernel: KernelSpec, backend: str, device: Any, start: str) -> dict[str, float]:
+    """A Measurer's start phases, its worker started ahead by ``start`` (exec or fork)."""
+    os.environ["ADAPTUNE_WORKER_START"] = start
+    try:
+        with spare_worker(backend, device), Measurer(kernel, backend, MeasureSettings(repeats=1, warmup=0),
+                                                     device) as m:
+            assert m.worker_start.split()[0] == start, m.worker_start
+            return dict(m.start_phases)
+    finally:
+        del os.environ["ADAPTUNE_WORKER_START"]
 
 
 def import_times(backend: str, top: int = 30) -> list[dict[str, Any]]:
@@ -113,11 +126,11 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="device (cuda: an index; opencl: PLATFORM,DEVICE); default 0")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--size", type=int, default=10_000_000, help="vector_add's floats per array (Kernel Tuner's)")
-    ap.add_argument("--variants", default="steps,spare,generated")
+    ap.add_argument("--variants", default="steps,spare,forked,generated")
     args = ap.parse_args()
     device: Any = (tuple(int(x) for x in (args.device or "0,0").split(",")) if args.backend == "opencl"
                    else int(args.device or 0))
-    kernels = {"spare": spec(args.backend, args.size),
+    kernels = {"spare": spec(args.backend, args.size), "forked": spec(args.backend, args.size),
                "generated": generated(args.backend, args.size)}
     variants = [v for v in args.variants.split(",") if v]
     samples: dict[str, list[dict[str, float]]] = {v: [] for v in variants}
@@ -125,7 +138,7 @@ def main() -> None:
     for r in range(args.rounds):
         for variant in variants if r % 2 == 0 else variants[::-1]:  # interleaved, order alternating
             samples[variant].append(steps(args.backend, device) if variant == "steps" else
-                                    measurer_phases(kernels[variant], args.backend, device))
+                                    measurer_phases(kernels[variant], args.backend, device, START[variant]))
             loads.append(os.getloadavg()[0])
             print(f"round {r} {variant}: " + ", ".join(f"{k} {v:.3f}" for k, v in samples[variant][-1].items()),
                   file=sys.stderr, flush=True)
@@ -141,7 +154,7 @@ def main() -> None:
                   notes="Seconds from the worker's start (spawn) to each moment; medians and range over "
                         f"{args.rounds} interleaved rounds (load average {min(loads):.1f}-{max(loads):.1f}). steps: a child "
                         "importing and opening step by step. spare: a Measurer for vector_add, its worker started "
-                        "ahead; "
+                        "ahead and exec'd; forked: the same, the worker forked from the benchmark's process; "
                         "generated: its source a generator's texts made ahead, held by GeneratedSources."
                         "\n\nSlowest imports (cumulative "
                         "ms): " + ", ".join(f"{r['module'].strip()} {r['cumulative_us'] / 1e3:.0f}" for r in imports[:15]),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import pickle
 import shutil
 
 import numpy as np
@@ -48,9 +50,12 @@ def test_a_tuned_c_function_survives_a_crash_a_compile_error_and_a_wrong_result(
     results, env = tune_kernel("blocked_sum", BLOCKED_SUM, 1, args, {"block_size_x": [1, 2, 4, 8, 16]},
                                answer=answer, lang="C", iterations=3, quiet=True)
     by = {r["block_size_x"]: r for r in results}
-    assert by[2]["adaptune_status"] == "launch_error" and str(by[2]["time"]) == "RuntimeFailedConfig"
-    assert by[4]["adaptune_status"] == "compile_error" and str(by[4]["time"]) == "CompilationFailedConfig"
-    assert by[16]["adaptune_status"] == "wrong_result"
+    assert by[2]["adaptune_status"] == "launch_error" and str(by[2]["__error__"]) == "RuntimeFailedConfig"
+    assert by[4]["adaptune_status"] == "compile_error" and str(by[4]["__error__"]) == "CompilationFailedConfig"
+    assert "time" not in by[2] and "time" not in by[4]
+    assert pickle.loads(pickle.dumps(by[2])) == by[2] and json.loads(json.dumps(by[2]))["__error__"] == (
+        "RuntimeFailedConfig")
+    assert 16 not in by and env["wrong_results"] == [{"block_size_x": 16}]  # as Kernel Tuner, which stops there
     for b in (1, 8):
         assert "__error__" not in by[b] and len(by[b]["times"]) == 3 and by[b]["time"] > 0
     assert env["best_config"]["block_size_x"] in (1, 8) and env["platform_name"] == "c"

@@ -148,7 +148,8 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         rows = _rows(report.results, names, metrics, observables, start)
         env = environment(report.device, iterations, compiler_options,
                           {"strategy": ours, "db": report.db, "evaluated": report.evaluated, "failed": report.failed,
-                           "reused": report.reused, "phases": _phases(prepared, report.phases)})
+                           "reused": report.reused, "phases": _phases(prepared, report.phases),
+                           "worker_start": report.worker_start})
         if path is not None:
             write_cache(path, previous, report.results, rows, device_name=report.device.name, kernel_name=kernel_name,
                         problem_size=problem_size, tune_params=tune_params, objective=objective)
@@ -244,6 +245,14 @@ def _rows(results: list[Result], names: list[str], metrics: Any, observables: li
 
 def _finish(rows: list[dict[str, Any]], env: dict[str, Any], names: list[str], metrics: Any,
             objective: tuple[str, bool], quiet: bool, start: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Print and return the rows as Kernel Tuner does. Configurations whose output failed the check are left out
+    of the returned rows (still in the store, the cache and ``env``): Kernel Tuner never returns one -- it stops
+    the run at the first -- so scripts written for it take every row's ``time`` (``cuda/reduction.py``)."""
+    every = rows
+    wrong = [r for r in rows if r.get("adaptune_status") == "wrong_result"]
+    if wrong:
+        rows = [r for r in rows if r.get("adaptune_status") != "wrong_result"]
+        env["wrong_results"] = [{n: r[n] for n in names} for r in wrong]
     best = best_row(rows, *objective)
     if best is not None:
         env["best_config"] = best
@@ -256,7 +265,10 @@ def _finish(rows: list[dict[str, Any]], env: dict[str, Any], names: list[str], m
             print(_config_string(best, [*keys, objective[0]]))
         else:
             print("no results to report")
-    add_total_timings(rows, env, (time.perf_counter() - start) * 1e3)
+        if wrong:
+            print(f"{len(wrong)} configurations failed the output check: left out of the results, listed in "
+                  "env['wrong_results']")
+    add_total_timings(every, env, (time.perf_counter() - start) * 1e3)
     return rows, env
 
 

@@ -1,8 +1,9 @@
 """adaptune's results in Kernel Tuner's shapes: the list of result dicts, the env dict, the cache file.
 
-A failed configuration carries its failure in ``time`` (as Kernel Tuner's ``InvalidConfig``,
-``CompilationFailedConfig`` or ``RuntimeFailedConfig``, strings that print and serialise as their names)
-and in ``__error__``; adaptune's own status and error text ride along as ``adaptune_status``/``adaptune_error``.
+A failed configuration's row is Kernel Tuner 1.5's: its failure in ``__error__`` (Kernel Tuner's ``InvalidConfig``,
+``CompilationFailedConfig`` or ``RuntimeFailedConfig``, strings that print and serialise as their names) and no
+``time`` or ``times``; adaptune's own status and error text ride along as ``adaptune_status``/``adaptune_error``.
+The cache keeps the failure in ``time`` too (Kernel Tuner reads both forms).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def result_row(result: Result, names: Sequence[str], metrics: Mapping[str, Metri
         row["time"] = float(result.time_ms)
         row["times"] = [float(s) for s in result.samples]
     else:
-        row["time"] = row["__error__"] = failure_marker(result)
+        row["__error__"] = failure_marker(result)
     row.update(observed(result, observables))
     row["compile_time"] = float(result.compile_ms)
     row["verification_time"] = float(result.verify_ms)

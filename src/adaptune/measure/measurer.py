@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import pickle
-import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping
@@ -24,8 +23,9 @@ from typing import Any
 import cloudpickle
 
 from adaptune.backends import BACKENDS
+from adaptune.measure.channel import send_raw
 from adaptune.measure.geometry import SpecError
-from adaptune.measure.process import WorkerProcess, send_raw, take_spare, warm_argument
+from adaptune.measure.process import WorkerProcess, take_spare, warm_argument
 from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
 from adaptune.records import DeviceInfo, Result, Status
 
@@ -83,6 +83,8 @@ class Measurer:
         #: ``setup_sent`` (this process sent the spec: later than the start for a spare worker) and
         #: ``ready_seen`` (this process had the answer)
         self.start_phases: dict[str, float] = {}
+        #: how the current worker was started: "fork", or "exec (why not forked)" (:mod:`adaptune.measure.process`)
+        self.worker_start = ""
         self._start()
 
     # --- worker lifecycle --------------------------------------------------------------------
@@ -97,7 +99,7 @@ class Measurer:
     def _start(self) -> None:
         warm = None if self.settings.cache_dir else warm_argument(self.backend, self.device)
         worker = take_spare(warm) or WorkerProcess(warm=warm)
-        self._worker = worker
+        self._worker, self.worker_start = worker, worker.how
         self._finalizer = weakref.finalize(self, worker.stop)
         sent = time.monotonic()
         with contextlib.suppress(OSError):  # a worker that died already: _receive reports how
@@ -249,8 +251,7 @@ class Measurer:
             else:
                 self._finalizer.detach()
                 self._worker = self._finalizer = None
-                threading.Thread(target=worker.stop, kwargs={"grace_s": 5.0}, daemon=True,
-                                 name="adaptune-worker-exit").start()
+                worker.stop_in_background(grace_s=5.0)
                 return
         self._kill()
 

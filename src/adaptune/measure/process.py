@@ -6,6 +6,11 @@ without an ``if __name__ == "__main__":`` guard re-runs itself and hangs. Here t
 and working directory, so whatever the parent could import the worker can import too. Its stderr
 goes to a temporary file whose tail is quoted when the worker dies.
 
+When this process holds no device driver and runs no other thread (:mod:`adaptune.measure.fork`), the worker is
+forked instead, on Linux: the child has NumPy and adaptune imported already and goes straight to opening the
+device (the interpreter's start and imports were 0.5 s of an exec'd worker's 1.1 s on an H100);
+``$ADAPTUNE_WORKER_START`` (``auto``, ``exec``, ``fork``) chooses.
+
 A worker costs an interpreter start, imports and a device context before it can measure; a caller that
 knows the device early (``tune_kernel``) starts one with :func:`spare_worker` and the next
 :class:`~adaptune.measure.Measurer` for that device takes it, so that cost overlaps the caller's own set-up.
@@ -23,16 +28,25 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from multiprocessing.connection import Connection
 from typing import IO, Any
 
+from adaptune.measure.fork import ForkedChild, fork_child, fork_refusal
+from adaptune.measure.worker import main as worker_main
+
 STDERR_TAIL_CHARS = 2000
+#: how long a new worker's fork waits for closed workers' exits (threads) before it gives up and execs
+EXITS_WAIT_S = 1.0
+#: values of ``$ADAPTUNE_WORKER_START``
+START_METHODS = ("auto", "fork", "exec")
 
 
 class WorkerStartError(RuntimeError):
-    """No Python interpreter could be found to run the worker."""
+    """The worker cannot be started: no Python interpreter to run it, or a fork asked for is not safe."""
 
 
 def _looks_like_python(path: str | None) -> bool:
@@ -67,6 +81,15 @@ def python_executable() -> str:
                            "was found for the measurement worker; set ADAPTUNE_PYTHON to one")
 
 
+def start_method() -> str:
+    """``$ADAPTUNE_WORKER_START``: ``auto`` (the default: fork when safe, else exec), ``exec`` (always a fresh
+    interpreter) or ``fork`` (fork, or fail saying why it is not safe)."""
+    chosen = os.environ.get("ADAPTUNE_WORKER_START") or "auto"
+    if chosen not in START_METHODS:
+        raise WorkerStartError(f"ADAPTUNE_WORKER_START={chosen!r} is not one of {', '.join(START_METHODS)}")
+    return chosen
+
+
 def child_env() -> dict[str, str]:
     """The parent's environment with its whole import path, so the child imports what the parent does."""
     env = dict(os.environ)
@@ -87,42 +110,17 @@ def warm_argument(backend: str, device: Any) -> str | None:
         return None
 
 
-def send_raw(conn: Connection, buffer: Any) -> None:
-    """Write a buffer's bytes to the connection's socket as they are, without a frame: the setup's argument
-    arrays (their sizes travel in the setup message). Half the time of ``send_bytes``/``recv_bytes_into``, which
-    copy each chunk through a new bytes object (0.1 s instead of 0.25 s for Kernel Tuner's vector_add's
-    120 MB on the development VM)."""
-    view = memoryview(buffer).cast("B")
-    sent = 0
-    while sent < len(view):
-        sent += os.write(conn.fileno(), view[sent:])
-
-
-def receive_raw(conn: Connection, buffer: bytearray) -> None:
-    """Fill ``buffer`` from the connection's socket (what :func:`send_raw` wrote); EOFError if it closes first."""
-    view = memoryview(buffer)
-    got = 0
-    while got < len(view):
-        n = os.readv(conn.fileno(), [view[got:]])
-        if n == 0:
-            raise EOFError("the connection closed in the middle of a buffer")
-        got += n
-
-
 class WorkerProcess:
     """One running worker: the child process, our end of its socket and its captured stderr.
-    ``warm``: :func:`warm_argument`'s text, so the worker opens that device while it waits for its setup."""
+    ``warm``: :func:`warm_argument`'s text, so the worker opens that device while it waits for its setup.
+    ``how``: how it was started, ``"fork"`` or ``"exec"`` (with the reason a fork was not safe)."""
 
     def __init__(self, name: str = "adaptune-measure", warm: str | None = None) -> None:
         ours, theirs = socket.socketpair()
         self.started_at = time.monotonic()  # the worker's start phases are counted from here
         self._stderr: IO[bytes] = tempfile.TemporaryFile(prefix=f"{name}-stderr-")  # noqa: SIM115 - lives as long as the worker
         try:
-            self.proc = subprocess.Popen(
-                [python_executable(), "-m", "adaptune.measure.worker", str(theirs.fileno()), str(os.getpid()),
-                 *([warm] if warm else [])],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=self._stderr,
-                cwd=os.getcwd(), env=child_env(), close_fds=True)
+            self.proc, self.how = self._start(theirs, [str(theirs.fileno()), str(os.getpid()), *([warm] if warm else [])])
         except BaseException:
             ours.close()
             self._stderr.close()
@@ -130,6 +128,26 @@ class WorkerProcess:
         finally:
             theirs.close()
         self.conn = Connection(ours.detach())
+
+    def _start(self, theirs: socket.socket, argv: list[str]) -> tuple[subprocess.Popen | ForkedChild, str]:
+        """Fork when :data:`ADAPTUNE_WORKER_START` allows it and it is safe (:func:`fork_refusal`), else exec."""
+        method = start_method()
+        why = "ADAPTUNE_WORKER_START=exec"
+        if method != "exec":
+            _await_exits(EXITS_WAIT_S)  # a script's previous call's worker, still closing in a thread
+            refusal = fork_refusal()
+            if refusal is None:
+                child = fork_child(partial(worker_main, argv), theirs.fileno(), self._stderr.fileno())
+                if isinstance(child, ForkedChild):
+                    return child, "fork"
+                refusal = child
+            if method == "fork":
+                raise WorkerStartError(f"ADAPTUNE_WORKER_START=fork, but the worker cannot be forked: {refusal}")
+            why = refusal
+        proc = subprocess.Popen([python_executable(), "-m", "adaptune.measure.worker", *argv],
+                                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=self._stderr,
+                                cwd=os.getcwd(), env=child_env(), close_fds=True)
+        return proc, f"exec ({why})"
 
     @property
     def pid(self) -> int:
@@ -153,12 +171,23 @@ class WorkerProcess:
         return f"{text}; its stderr ends with:\n{tail}" if tail else text
 
     def stderr_tail(self) -> str:
+        """The end of the worker's stderr, without the list of extension modules a fatal error ends with (a
+        forked worker has every module of its parent loaded: the list would push the traceback out of the tail)."""
         with contextlib.suppress(OSError, ValueError):
             self._stderr.flush()
             size = self._stderr.seek(0, os.SEEK_END)
-            self._stderr.seek(max(0, size - STDERR_TAIL_CHARS))
-            return self._stderr.read().decode(errors="replace").strip()
+            self._stderr.seek(max(0, size - 16 * STDERR_TAIL_CHARS))
+            text = self._stderr.read().decode(errors="replace")
+            lines = [line for line in text.splitlines() if not line.startswith("Extension modules: ")]
+            return "\n".join(lines).strip()[-STDERR_TAIL_CHARS:]
         return ""
+
+    def stop_in_background(self, grace_s: float) -> None:
+        """:meth:`stop` in a thread: the caller goes on while the worker releases its device."""
+        thread = threading.Thread(target=self.stop, kwargs={"grace_s": grace_s}, daemon=True,
+                                  name="adaptune-worker-exit")
+        _exiting.add(thread)
+        thread.start()
 
     def stop(self, grace_s: float = 0.0) -> None:
         """Close the socket, wait up to ``grace_s`` for a clean exit, then kill; idempotent."""
@@ -174,6 +203,19 @@ class WorkerProcess:
                 self.proc.wait(5)
         # the stderr file stays readable for the report; it is deleted when this object is collected
 
+
+
+#: Threads of :meth:`WorkerProcess.stop_in_background` (finished ones are dropped by :func:`_await_exits`).
+_exiting: set[threading.Thread] = set()
+
+
+def _await_exits(limit_s: float) -> None:
+    """Wait up to ``limit_s`` for workers that are closing in the background: a fork needs no other thread."""
+    deadline = time.monotonic() + limit_s
+    for thread in list(_exiting):
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if not thread.is_alive():
+            _exiting.discard(thread)
 
 
 #: Workers started ahead by :func:`spare_worker`, by their ``warm`` text, until a Measurer takes one.

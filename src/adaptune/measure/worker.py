@@ -2,10 +2,11 @@
 
 It is started as adaptune's own program (``python -m adaptune.measure.worker FD PARENT_PID [WARM]``), never
 by re-importing the user's ``__main__``, so tuning works from a script without a main guard, a
-notebook, ``python -c`` or ``python - < file``. It answers messages from
+notebook, ``python -c`` or ``python - < file`` -- or, where that is safe, forked from the parent, whose child calls
+:func:`main` with the same arguments (:mod:`adaptune.measure.fork`). It answers messages from
 :class:`~adaptune.measure.measurer.Measurer` over the socket ``FD``:
 ``("setup", payload, sizes)`` followed by the bytes of each out-of-band buffer of ``sizes`` (the argument arrays,
-unframed: :func:`~adaptune.measure.process.send_raw`)
+unframed: :func:`~adaptune.measure.channel.send_raw`)
 -> ``("ready", DeviceInfo, start_phases)`` or ``("setup_error", message)``;
 ``("measure", config, best_ms)`` -> ``("compiled", ms)`` then ``("result", Result, restart)`` or
 ``("spec_error", message)``; ``("prefetch", configs)``; ``("binaries", [(config, KernelBinary)])``; ``("stats",)`` -> ``("stats", dict)``;
@@ -38,8 +39,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from adaptune.backends import make_backend
+from adaptune.measure.channel import receive_raw
 from adaptune.measure.geometry import SpecError
-from adaptune.measure.process import receive_raw
 from adaptune.measure.runners import exception_text, make_runner
 from adaptune.records import Result, Status
 

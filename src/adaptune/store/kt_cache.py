@@ -424,6 +424,7 @@ def write_kt_cache(path: str | Path, recorded: RecordedSpace) -> Path:
 
 def kt_cache_from_mapping(data: Mapping[str, Any], source: str = "<dict>") -> RecordedSpace:
     """A RecordedSpace from an already-decoded cache object (e.g. Kernel Tuner's own ``read_cache``)."""
-    clean = dict(data)
-    clean["cache"] = {k: {f: v for f, v in e.items() if f != "__error__"} for k, e in dict(data["cache"]).items()}
+    clean = dict(data)  # its __error__ objects by their names (Kernel Tuner 1.5 leaves 'time' out of a failure)
+    clean["cache"] = {k: {f: str(v) if f == "__error__" else v for f, v in e.items()
+                          if f != "__error__" or str(v) in FAILURE_STATUS} for k, e in dict(data["cache"]).items()}
     return kt_dict_to_recorded(clean, source, {"format": "kernel_tuner", "source": source})

@@ -32,6 +32,8 @@ class TuneReport:
     #: where the wall time went, in seconds since the start: ``worker_ready`` (the worker can measure),
     #: ``search_done`` (the last result is in); the rest until ``wall_s`` is the store and the report
     phases: dict[str, float] = field(default_factory=dict)
+    #: how the (last) measurement worker was started: "fork", or "exec (why not forked)" (:mod:`adaptune.measure.process`)
+    worker_start: str = ""
 
     @property
     def speedup_over_default(self) -> float:

@@ -82,6 +82,7 @@ def tune(
                                            progress, problem.name, start)
             default_result = _default_result(space, results, session)
             phases["search_done"] = time.perf_counter() - start
+            worker_start = measurer.worker_start
     except KeyboardInterrupt:
         # The worker is already killed (Measurer.__exit__); every finished measurement is committed.
         print(f"\ninterrupted: the {_stored_count(store)} results in {db} are kept; run the same tuning "
@@ -91,7 +92,7 @@ def tune(
         store.close()
 
     report = report_from_results(problem, strategy, info, results, default_result, reused, start, db)
-    report.phases = phases
+    report.phases, report.worker_start = phases, worker_start
     warn_if_all_failed(report)
     return report
 
