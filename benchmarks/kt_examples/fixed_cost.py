@@ -71,7 +71,9 @@ print(json.dumps(out))
 
 
 def child(tree: Path, backend: str, size: int, work: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree)]),
+    tree = tree.resolve()  # the child runs in ``work``
+    rest = os.environ.get("PYTHONPATH", "")  # after the tree: the wheels a device machine carries
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree), *([rest] if rest else [])]),
            "ADAPTUNE_DB": str(work / "adaptune.db"), "POCL_KERNEL_CACHE": "0", "PYOPENCL_NO_CACHE": "1",
            "CUPY_CACHE_DIR": str(work / "cupy_cache")}
     proc = subprocess.run([python_executable(), "-c", CHILD, backend, str(size)], capture_output=True, text=True,

@@ -44,6 +44,12 @@ def mapped_driver(maps_path: str = "/proc/self/maps") -> str | None:
     return None
 
 
+#: Native threads whose library makes fork safe: jemalloc's background purging threads (its fork handlers take
+#: its locks around the fork and the child starts its own threads on demand); seen under a jemalloc-preloaded
+#: Python on the GPU machines, where every process has one.
+FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+
+
 def os_threads() -> int:
     """Threads of this process as the operating system counts them (``/proc/self/stat``), native ones too."""
     with open("/proc/self/stat", encoding="ascii") as stat:
@@ -132,11 +138,11 @@ def fork_child(run: Callable[[], object], keep_fd: int, stderr_fd: int, tries: i
             catcher.__exit__(None, None, None)  # in both processes: the child's warnings are shown, as an exec'd one's
         if pid == 0:
             _be_the_child(run, keep_fd, stderr_fd)
-        threads = os_threads()
         child = ForkedChild(pid)
-        if threads == 1:
+        others = [name for name in os_thread_names() if name not in FORK_SAFE_THREADS] if os_threads() > 1 else []
+        if not others:
             return child
-        why = f"{threads} threads ran in this process at the fork (native ones: {', '.join(os_thread_names())})"
+        why = f"{len(others) + 1} threads ran in this process at the fork (native ones: {', '.join(others)})"
         child.kill()
         child.wait()
     return why
