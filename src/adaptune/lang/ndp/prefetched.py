@@ -65,10 +65,10 @@ class PrefetchedSelector:
         self.pick_host = compile_rule(host, names, program.n_host_features)
         self.pick_full = compile_rule(full, names, len(program.feature_names))
         self._fixed: OrderedDict[int, tuple[Any, Pending]] = OrderedDict()
-        fixed, key_of, host_vector, pick_host = self._fixed, program.feature_array, program.host_features, self.pick_host
+        fixed, key, host_vector, pick_host = self._fixed, program.feature_position, program.host_features, self.pick_host
 
         def select(*arrays: Any) -> str:
-            o = key_of(*arrays)
+            o = arrays[key]
             entry = fixed.get(id(o))
             if entry is not None and entry[0] is o:
                 label = entry[1].value

@@ -121,6 +121,13 @@ class Program:
         self._cv: Any = None
         self.feature_source, self.feature_kind = _feature_source(comp)
         self._positions = {name: i for i, name in enumerate(comp.inputs)}
+        src = self.feature_source
+        irregular = self.feature_kind == "irregular" and isinstance(src.offsets, Input)
+        # where the sizes-only features are read (offsets and values inputs of the nest), once
+        self._nest_inputs = ((self._positions[src.offsets.name], self._positions[src.seq.name])
+                             if irregular and isinstance(src.seq, Input) else None)
+        self.feature_position = self._positions[src.offsets.name] if irregular else 0
+        self.n_host_features = 2 if self.feature_kind == "irregular" else len(self.feature_names)
 
     # ------------------------------------------------------------------------------ variants
 
@@ -388,16 +395,15 @@ class Program:
         Irregular nest over inputs: rows and average row length come from the arrays' sizes (O(1), no
         device access); the row-length spread samples <= SAMPLE_ROWS rows (one small transfer)."""
         src = self.feature_source
-        pos = self._positions
-        if (self.feature_kind == "irregular" and isinstance(src.offsets, Input) and isinstance(src.seq, Input)
-                and len(arrays) == len(pos)):
-            offsets = arrays[pos[src.offsets.name]]
+        nest = self._nest_inputs
+        if nest is not None and len(arrays) == len(self._positions):
+            offsets = arrays[nest[0]]
             if self.keep_features:
                 kept = self._features_kept.get(id(offsets))
                 if kept is not None and kept[0] is offsets:
                     return kept[1]
             rows = int(offsets.size) - 1
-            avg = int(arrays[pos[src.seq.name]].size) / max(rows, 1)
+            avg = int(arrays[nest[1]].size) / max(rows, 1)
             vec = [math.log2(1 + rows), math.log2(1 + avg)]
             if self.row_spread:
                 vec.extend(self._row_spread(offsets, rows, avg))
@@ -406,7 +412,7 @@ class Program:
                 while len(self._features_kept) > 16:
                     self._features_kept.popitem(last=False)
             return vec
-        if self.feature_kind == "flat" and len(arrays) == len(pos):  # the first input's size: no binding
+        if self.feature_kind == "flat" and len(arrays) == len(self._positions):  # the first input's size only
             return [math.log2(1 + int(arrays[0].size))]
         env = _Env(self._bind(arrays))
         if self.feature_kind == "irregular":
@@ -442,27 +448,20 @@ class Program:
 
     # ------------------------------------------------------------------------------ prefetched features
 
-    @property
-    def n_host_features(self) -> int:
-        """How many leading features come from host metadata alone (sizes; no device work)."""
-        return 2 if self.feature_kind == "irregular" else len(self.feature_names)
-
     def feature_array(self, *arrays: Any) -> Any:
-        """The input the features depend on beyond sizes (an irregular nest's offsets, else the first input):
-        prefetched features are kept by its identity."""
-        src = self.feature_source
-        if self.feature_kind == "irregular" and isinstance(src.offsets, Input):
-            return arrays[self._positions[src.offsets.name]]
-        return arrays[0]
+        """The input the features depend on beyond sizes (``arrays[feature_position]``: an irregular nest's
+        offsets, else the first input): prefetched features are kept by its identity."""
+        return arrays[self.feature_position]
 
     def host_features(self, *arrays: Any) -> list[float]:
-        """The first ``n_host_features`` features from the arrays' sizes only (a first call's cheap path)."""
-        src, pos = self.feature_source, self._positions
-        if (self.feature_kind == "irregular" and isinstance(src.offsets, Input) and isinstance(src.seq, Input)
-                and len(arrays) == len(pos)):
-            rows = int(arrays[pos[src.offsets.name]].size) - 1
-            avg = int(arrays[pos[src.seq.name]].size) / max(rows, 1)
-            return [math.log2(1 + rows), math.log2(1 + avg)]
+        """The first ``n_host_features`` features (how many come from host metadata alone: sizes, no device
+        work): a first call's cheap path."""
+        nest = self._nest_inputs
+        if nest is not None and len(arrays) == len(self._positions):
+            rows = arrays[nest[0]].size - 1
+            return [math.log2(1 + rows), math.log2(1 + arrays[nest[1]].size / max(rows, 1))]
+        if self.feature_kind == "flat" and len(arrays) == len(self._positions):
+            return [math.log2(1 + arrays[0].size)]
         return self.features(*arrays)[: self.n_host_features]
 
     def prefetch_features(self, *arrays: Any, on_ready: Callable[[list[float]], Any] | None = None,
