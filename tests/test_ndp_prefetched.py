@@ -12,17 +12,7 @@ from adaptune.kernels import inputs
 from adaptune.kernels.device import OpenCLDevice
 from adaptune.lang import ndp
 from adaptune.lang.ndp.prefetched import PrefetchedSelector
-
-
-@ndp.computation(values="f32", offsets="i32")
-def row_sums(values, offsets):
-    return ndp.map(lambda r: ndp.reduce(ndp.add, r), ndp.nest(values, offsets))
-
-
-@ndp.computation(x="i32")
-def exclusive_scan(x):
-    return ndp.scan(ndp.add, x, 0)
-
+from benchmarks.ndp.run import exclusive_scan, row_sums  # the benchmark's computations (row sums, a scan)
 
 LABELS = {"scalar": ("independent.sequential", {"block_size": 64, "enable_unroll": 0}),
           "block": ("independent.cooperative", {"block_size": 64, "execution_resource": "block",

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from adaptune.kernels import distilled
 from adaptune.lang.ndp.prefetched import PrefetchedSelector
 from benchmarks.harness import (
     device_tag,
+    fastest_us,
     markdown_table,
     parse_study_args,
     run_metadata,
@@ -122,18 +122,6 @@ def selector(b: ndp_run.Bench, doc: dict[str, Any], name: str) -> tuple[Any, Pre
     fit = fit_rules(labels, xtr, ttr, prog.n_host_features)
     sel = PrefetchedSelector(prog, {lab: available[lab] for lab in labels}, fit["host"], fit["full"])
     return prog, sel, fit, (xtr, ttr, xte, tte), labels
-
-
-def fastest_us(fn: Callable[[], Any], calls: int = 2000, batches: int = 7) -> float:
-    """Microseconds a call, the fastest of ``batches`` loops (a loaded host only adds to it)."""
-    fn()
-    samples = []
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - t0) / calls * 1e6)
-    return float(min(samples))
 
 
 # ------------------------------------------------------------------------------------------ offline
@@ -249,7 +237,6 @@ def live_one(b: ndp_run.Bench, doc: dict[str, Any], name: str, scale: float, see
                         "late_used_features": sel.used_features(*arrays)})
         sel.forget(*arrays)
     host_loop_us = fastest_us(lambda: sel.select(*arrays), 500)
-    sel.fix(*arrays)
     wait_landed(sel.fix(*arrays))
     landed_loop_us = fastest_us(lambda: sel.select(*arrays), 500)
     sel.forget(*arrays)

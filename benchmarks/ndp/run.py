@@ -503,22 +503,29 @@ def run_segreduce(b: Bench, scale: float, seed: int, log: Callable[[str], None])
             rec["gen_ms"][lab] = None
             if b.close(call(), ref, tol):
                 timed["gen:" + lab] = call
-        for name, call in seg_peers(b, values, offsets, rows).items():
-            rec["peer_ms"][name] = None
-            try:
-                if b.close(call(), ref, tol):
-                    timed["peer:" + name] = call
-            except Exception as exc:  # a peer missing on this stack is recorded, not fatal
-                rec.setdefault("peer_errors", {})[name] = f"{type(exc).__name__}: {exc}"[:200]
-        for key, ms in b.time_many(timed).items():
-            kind, name = key.split(":", 1)
-            rec["gen_ms" if kind == "gen" else "peer_ms"][name] = ms
+        time_with_peers(b, rec, timed, seg_peers(b, values, offsets, rows), lambda out, r=ref, t=tol: b.close(out, r, t))
         records[part].append(rec)
         b.free()
         if i % 10 == 0:
             log(f"segreduce {part} {i + 1} {family} rows={rows} avg={avg:.1f}")
     return flat_summary(records, [lab for lab, *_ in labels], "segmented row sums (map.reduce over nest)",
                         "per input the best of cuSPARSE csr @ ones and torch.segment_reduce (CUB)")
+
+
+def time_with_peers(b: Bench, rec: dict[str, Any], timed: dict[str, Callable[[], Any]],
+                    peers: dict[str, Callable[[], Any]], correct: Callable[[Any], bool]) -> None:
+    """Add the peers whose output is ``correct`` to the ``gen:`` labels in ``timed`` and time them all
+    round-robin into ``rec["gen_ms"]`` / ``rec["peer_ms"]`` (a peer that fails is recorded, not fatal)."""
+    for name, call in peers.items():
+        rec["peer_ms"][name] = None
+        try:
+            if correct(call()):
+                timed["peer:" + name] = call
+        except Exception as exc:  # a peer missing on this stack is recorded, not fatal
+            rec.setdefault("peer_errors", {})[name] = f"{type(exc).__name__}: {exc}"[:200]
+    for key, ms in b.time_many(timed).items():
+        kind, name = key.split(":", 1)
+        rec["gen_ms" if kind == "gen" else "peer_ms"][name] = ms
 
 
 def seg_peers(b: Bench, values: Any, offsets: Any, rows: int) -> dict[str, Callable[[], Any]]:
@@ -636,17 +643,8 @@ def run_scan_compact(b: Bench, scale: float, seed: int, which: str, log: Callabl
             rec["gen_ms"][lab] = None
             if b.close(call(), ref):
                 timed["gen:" + lab] = call
-        for name, call in scan_peers(b, x, which).items():
-            rec["peer_ms"][name] = None
-            try:
-                out = call()
-                if b.close(out[:-1], ref[1:]) if which == "scan" else b.close(out, ref):
-                    timed["peer:" + name] = call
-            except Exception as exc:
-                rec.setdefault("peer_errors", {})[name] = f"{type(exc).__name__}: {exc}"[:200]
-        for key, ms in b.time_many(timed).items():
-            kind, name = key.split(":", 1)
-            rec["gen_ms" if kind == "gen" else "peer_ms"][name] = ms
+        time_with_peers(b, rec, timed, scan_peers(b, x, which),
+                        lambda out, r=ref: b.close(out[:-1], r[1:]) if which == "scan" else b.close(out, r))
         records[part].append(rec)
         b.free()
         if i % 10 == 0:

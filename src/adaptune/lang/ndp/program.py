@@ -458,7 +458,7 @@ class Program:
         work): a first call's cheap path."""
         nest = self._nest_inputs
         if nest is not None and len(arrays) == len(self._positions):
-            rows = arrays[nest[0]].size - 1
+            rows = max(arrays[nest[0]].size - 1, 0)
             return [math.log2(1 + rows), math.log2(1 + arrays[nest[1]].size / max(rows, 1))]
         if self.feature_kind == "flat" and len(arrays) == len(self._positions):
             return [math.log2(1 + arrays[0].size)]
@@ -475,14 +475,14 @@ class Program:
         def done(vec: list[float]) -> Any:
             return vec if on_ready is None else on_ready(vec)
 
+        nest = self._nest_inputs
         offsets = self.feature_array(*arrays)
-        needs_device = (self.feature_kind == "irregular" and self.row_spread and isinstance(
-            self.feature_source.offsets, Input) and not isinstance(offsets, np.ndarray) and offsets.size > 1)
-        if not needs_device:
+        if (nest is None or not self.row_spread or len(arrays) != len(self._positions)
+                or isinstance(offsets, np.ndarray) or offsets.size < 2):  # nothing to wait for
             return features_mod.Pending.finished(done(self.features(*arrays)))
         head = self.host_features(*arrays)
         rows = int(offsets.size) - 1
-        avg = 2.0 ** head[1] - 1
+        avg = int(arrays[nest[1]].size) / rows
         if self.device.xp is np:  # OpenCL: the offsets themselves (CI sizes), the spread on the host
             def launch() -> list[Any]:
                 return [offsets]
