@@ -262,9 +262,10 @@ def live_one(b: ndp_run.Bench, doc: dict[str, Any], name: str, scale: float, see
     return out
 
 
-LIVE_COLUMNS = ["computation", "full_rule", "run_ms", "first_call_us_landed", "share_landed",
-                "fraction_landed_at_input", "first_call_us_not_landed", "share_not_landed",
-                "fraction_not_landed_at_input", "fix_us", "landed_after_fix_us", "landed_share_of_repeats"]
+LIVE_COLUMNS = ["computation", "full_rule", "run_ms", "first_call_us_landed", "loop_us_landed", "share_landed",
+                "fraction_landed_at_input", "first_call_us_not_landed", "loop_us_not_landed", "share_not_landed",
+                "fraction_not_landed_at_input", "fix_us", "landed_after_fix_us", "landed_share_of_repeats",
+                "landed_before_early_call_share"]
 
 
 # --------------------------------------------------------------------------------------------- main
