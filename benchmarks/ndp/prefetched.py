@@ -212,7 +212,8 @@ def wait_landed(pending: Any, limit_s: float = 1.0) -> float | None:
 def live_one(b: ndp_run.Bench, doc: dict[str, Any], name: str, scale: float, seed: int, repeats: int
              ) -> dict[str, Any]:
     prog, sel, fit, (_, _, xte, tte), labels = selector(b, doc, name)
-    med = median_index(tte, labels, picks(sel, xte, prog.n_host_features)[1])
+    host_picks, full_picks = picks(sel, xte, prog.n_host_features)
+    med = median_index(tte, labels, full_picks)
     arrays = median_input(b, name, med, scale, seed)
     ms = b.time_many({lab: prog.bind(v, *arrays, **p) for lab, (v, p) in sel.labels.items()})
     best = min(ms.values())
@@ -258,7 +259,9 @@ def live_one(b: ndp_run.Bench, doc: dict[str, Any], name: str, scale: float, see
            "landed_before_early_call_share": float(np.mean([s["landed_before_early_call"] for s in samples])),
            "samples": samples}
     out["share_landed"] = out["first_call_us_landed"] * 1e-3 / run_ms
-    out["share_not_landed"] = out["first_call_us_not_landed"] * 1e-3 / run_ms
+    out["share_not_landed"] = out["first_call_us_not_landed"] * 1e-3 / ms[early_label]
+    out["recorded_test_fraction_landed"] = float(fraction(tte, labels, full_picks).mean())
+    out["recorded_test_fraction_not_landed"] = float(fraction(tte, labels, host_picks).mean())
     return out
 
 
@@ -315,7 +318,7 @@ the pick); `not_landed`: the call came before they did (the host tree over sizes
 share is over the recorded run time of the landed path's label at the median test input. `old`: the recorded
 run's selector (auto model, features computed at the call)."""
 
-LIVE_NOTES = """At each computation's median test input (the offline analysis's, rebuilt on the device): every label
+LIVE_NOTES = """`share_*`: the call's host cost over that path's label's run at the input. At each computation's median test input (the offline analysis's, rebuilt on the device): every label
 timed round-robin (CUDA events); `first_call_us_*`: medians over the repeats of one `select` right after `fix`
 (not_landed; `landed_before_early_call_share` says how often they were already there) and one after the pick
 landed (landed); `loop_us_*`: the fastest of 7 loops of 500 calls; `landed_after_fix_us`: from `fix` until the
