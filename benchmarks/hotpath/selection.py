@@ -25,6 +25,7 @@ from adaptune.kernels import distilled, features
 from adaptune.kernels.prefetched import PrefetchedDispatch
 from benchmarks.gpu_suite.reanalysis import stand_in
 from benchmarks.gpu_suite.run import LIBRARY_DEFAULT, cost_matrices
+from benchmarks.harness import fastest_us
 
 GPU_SUITE_RAW = Path("benchmarks/gpu_suite/results/history/gpu_suite_h100_round3_raw.json")  # what the reanalysis read
 GPU_SUITE_ROUND4_RAW = Path("benchmarks/gpu_suite/results/gpu_suite_h100_raw.json")  # round 4 (c899c09)
@@ -249,18 +250,6 @@ def ndp(margin: bool = True) -> list[dict[str, Any]]:
                                    np.array([r["feature_us"] for r in train]) * 1e-3, feature_us, cheap_cost,
                                    BUDGET["ndp"], old, predicted))
     return rows
-
-
-def fastest_us(fn: Any, calls: int = 2000, batches: int = 7) -> float:
-    """Microseconds a call, the fastest of ``batches`` loops (the shared host's load only adds to it)."""
-    fn()
-    samples = []
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - t0) / calls * 1e6)
-    return float(min(samples))
 
 
 def query_costs(sel: PrefetchedDispatch, args: list[tuple[Any, ...]], values: list[dict[str, float]],

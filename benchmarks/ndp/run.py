@@ -29,7 +29,7 @@ import platform
 import statistics
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -255,10 +255,7 @@ def run_spmv(b: Bench, scale: float, seed: int, log: Callable[[str], None]) -> d
     prog = spmv.generate(b.dev, reuse_outputs=True)
     cheap = spmv.generate(b.dev, reuse_outputs=True, row_spread=False)
     labels = spmv_labels(b.cuda)
-    n_train, n_test = max(6, round(54 * scale)), max(8, round(100 * scale))
-    # CUDA: exactly the GPU suite's matrices (same generator, sizes and seed); OpenCL: small ones
-    make = inputs.spmv_specs if b.cuda else functools.partial(inputs.spmv_specs, nnz_range=(2e3, 3e4))
-    train, test = inputs.train_test(make, n_train, n_test, seed)
+    train, test = spmv_specs(b, scale, seed)
     records = {"train": [], "test": []}
     for part, specs in (("train", train), ("test", test)):
         for k, spec in enumerate(specs):
@@ -290,6 +287,14 @@ def run_spmv(b: Bench, scale: float, seed: int, log: Callable[[str], None]) -> d
               "run_overhead_us": records["test"][0].get("run_overhead_us")}
     result.update(spmv_summary(result))
     return result
+
+
+def spmv_specs(b: Bench, scale: float, seed: int) -> tuple[list[inputs.InputSpec], list[inputs.InputSpec]]:
+    """The SpMV part's training and test matrices. CUDA: exactly the GPU suite's (same generator, sizes and
+    seed); OpenCL: small ones."""
+    n_train, n_test = max(6, round(54 * scale)), max(8, round(100 * scale))
+    make = inputs.spmv_specs if b.cuda else functools.partial(inputs.spmv_specs, nnz_range=(2e3, 3e4))
+    return inputs.train_test(make, n_train, n_test, seed)
 
 
 def spmv_summary(res: dict[str, Any]) -> dict[str, Any]:
@@ -458,55 +463,69 @@ def seg_labels(cuda: bool) -> list[tuple[str, str, dict[str, Any]]]:
     return out
 
 
-def run_segreduce(b: Bench, scale: float, seed: int, log: Callable[[str], None]) -> dict[str, Any]:
-    prog = row_sums.generate(b.dev, reuse_outputs=True)
-    labels = seg_labels(b.cuda)
+def seg_inputs(b: Bench, scale: float, seed: int) -> Iterator[tuple[str, int, tuple[str, int, float, int]]]:
+    """(part, index, (family, nnz, avg, input seed)) of the segmented-reduce part's inputs, in order: ``ragged``
+    builds each (the same draws whoever asks, so a later study rebuilds one recorded input)."""
     rng = np.random.default_rng(seed + 17)
     nnz_range = (2e6, 4e7) if b.cuda else (2e3, 3e4)
     count = {"train": max(6, round(30 * scale)), "test": max(8, round(40 * scale))}
-    records: dict[str, list] = {"train": [], "test": []}
     for part in ("train", "test"):
         for i in range(count[part]):
             family = SEG_FAMILIES[i % len(SEG_FAMILIES)]
             avg = _log_uniform(rng, 1, 2048)
             nnz = int(_log_uniform(rng, *nnz_range))
-            values, offsets, rows = ragged(b, family, nnz, avg, int(rng.integers(2**31)))
-            xp = b.xp
-            oh = xp.asarray(offsets)
-            zero = xp.zeros(1, xp.float64)
-            cs = xp.concatenate([zero, xp.cumsum(values.astype(xp.float64))])
-            ref = cs[oh[1:]] - cs[oh[:-1]]
-            mag = xp.concatenate([zero, xp.cumsum(xp.abs(values).astype(xp.float64))])
-            tol = 1e-4 * (mag[oh[1:]] - mag[oh[:-1]]) + 1e-3
-            del cs, mag
-            values, offsets = (values, oh) if b.cuda else (b.upload(values), b.upload(offsets))
-            rec: dict[str, Any] = {"family": family, "rows": rows, "elements": int(values.size), "avg": avg,
-                                   "gen_ms": {}, "peer_ms": {}}
-            args = (values, offsets)
-            rec["features"] = prog.features(*args)
-            rec["feature_us"] = b.wall_us(lambda a=args: prog.features(*a))
-            timed: dict[str, Callable[[], Any]] = {}
-            for lab, variant, policy in labels:
-                call = prog.bind(variant, *args, **policy)
-                rec["gen_ms"][lab] = None
-                if b.close(call(), ref, tol):
-                    timed["gen:" + lab] = call
-            for name, call in seg_peers(b, values, offsets, rows).items():
-                rec["peer_ms"][name] = None
-                try:
-                    if b.close(call(), ref, tol):
-                        timed["peer:" + name] = call
-                except Exception as exc:  # a peer missing on this stack is recorded, not fatal
-                    rec.setdefault("peer_errors", {})[name] = f"{type(exc).__name__}: {exc}"[:200]
-            for key, ms in b.time_many(timed).items():
-                kind, name = key.split(":", 1)
-                rec["gen_ms" if kind == "gen" else "peer_ms"][name] = ms
-            records[part].append(rec)
-            b.free()
-            if i % 10 == 0:
-                log(f"segreduce {part} {i + 1}/{count[part]} {family} rows={rows} avg={avg:.1f}")
+            yield part, i, (family, nnz, avg, int(rng.integers(2**31)))
+
+
+def run_segreduce(b: Bench, scale: float, seed: int, log: Callable[[str], None]) -> dict[str, Any]:
+    prog = row_sums.generate(b.dev, reuse_outputs=True)
+    labels = seg_labels(b.cuda)
+    records: dict[str, list] = {"train": [], "test": []}
+    for part, i, (family, nnz, avg, input_seed) in seg_inputs(b, scale, seed):
+        values, offsets, rows = ragged(b, family, nnz, avg, input_seed)
+        xp = b.xp
+        oh = xp.asarray(offsets)
+        zero = xp.zeros(1, xp.float64)
+        cs = xp.concatenate([zero, xp.cumsum(values.astype(xp.float64))])
+        ref = cs[oh[1:]] - cs[oh[:-1]]
+        mag = xp.concatenate([zero, xp.cumsum(xp.abs(values).astype(xp.float64))])
+        tol = 1e-4 * (mag[oh[1:]] - mag[oh[:-1]]) + 1e-3
+        del cs, mag
+        values, offsets = (values, oh) if b.cuda else (b.upload(values), b.upload(offsets))
+        rec: dict[str, Any] = {"family": family, "rows": rows, "elements": int(values.size), "avg": avg,
+                               "gen_ms": {}, "peer_ms": {}}
+        args = (values, offsets)
+        rec["features"] = prog.features(*args)
+        rec["feature_us"] = b.wall_us(lambda a=args: prog.features(*a))
+        timed: dict[str, Callable[[], Any]] = {}
+        for lab, variant, policy in labels:
+            call = prog.bind(variant, *args, **policy)
+            rec["gen_ms"][lab] = None
+            if b.close(call(), ref, tol):
+                timed["gen:" + lab] = call
+        time_with_peers(b, rec, timed, seg_peers(b, values, offsets, rows), lambda out, r=ref, t=tol: b.close(out, r, t))
+        records[part].append(rec)
+        b.free()
+        if i % 10 == 0:
+            log(f"segreduce {part} {i + 1} {family} rows={rows} avg={avg:.1f}")
     return flat_summary(records, [lab for lab, *_ in labels], "segmented row sums (map.reduce over nest)",
                         "per input the best of cuSPARSE csr @ ones and torch.segment_reduce (CUB)")
+
+
+def time_with_peers(b: Bench, rec: dict[str, Any], timed: dict[str, Callable[[], Any]],
+                    peers: dict[str, Callable[[], Any]], correct: Callable[[Any], bool]) -> None:
+    """Add the peers whose output is ``correct`` to the ``gen:`` labels in ``timed`` and time them all
+    round-robin into ``rec["gen_ms"]`` / ``rec["peer_ms"]`` (a peer that fails is recorded, not fatal)."""
+    for name, call in peers.items():
+        rec["peer_ms"][name] = None
+        try:
+            if correct(call()):
+                timed["peer:" + name] = call
+        except Exception as exc:  # a peer missing on this stack is recorded, not fatal
+            rec.setdefault("peer_errors", {})[name] = f"{type(exc).__name__}: {exc}"[:200]
+    for key, ms in b.time_many(timed).items():
+        kind, name = key.split(":", 1)
+        rec["gen_ms" if kind == "gen" else "peer_ms"][name] = ms
 
 
 def seg_peers(b: Bench, values: Any, offsets: Any, rows: int) -> dict[str, Callable[[], Any]]:
@@ -564,9 +583,8 @@ SCAN_POLICIES = [(128, 4, "blelloch"), (256, 4, "blelloch"), (256, 8, "blelloch"
                  (1024, 2, "blelloch"), (256, 4, "hillis_steele"), (512, 8, "hillis_steele"), (1024, 8, "blelloch")]
 
 
-def run_scan_compact(b: Bench, scale: float, seed: int, which: str, log: Callable[[str], None]) -> dict[str, Any]:
-    comp = exclusive_scan if which == "scan" else compact
-    prog = comp.generate(b.dev, reuse_outputs=True)
+def flat_labels(prog: Any, which: str) -> list[tuple[str, dict[str, Any]]]:
+    """(label, policy) of the scan / compaction part: SCAN_POLICIES valid on this device."""
     variant = prog.default_variant
     pre = "s0_" if which == "compact" else ""
     labels = []
@@ -576,49 +594,61 @@ def run_scan_compact(b: Bench, scale: float, seed: int, which: str, log: Callabl
             pol.update({"s1_block_size": 256, "s1_grain_size": 4})
         if prog.spaces[variant].is_valid(pol):
             labels.append((f"b{bs}g{g}{algo[0]}", pol))
+    return labels
+
+
+def flat_inputs(b: Bench, scale: float, seed: int, which: str
+                ) -> Iterator[tuple[str, int, tuple[int, int, float | None]]]:
+    """(part, index, (n, input seed, power k of compaction's values)) of the scan / compaction inputs, in
+    order (the same draws whoever asks); ``flat_data`` builds each."""
     rng = np.random.default_rng(seed + (29 if which == "scan" else 31))
     size_range = (1e5, 1e8) if b.cuda else (1e3, 1e5)
     count = {"train": max(6, round(24 * scale)), "test": max(8, round(30 * scale))}
-    records: dict[str, list] = {"train": [], "test": []}
     for part in ("train", "test"):
         for i in range(count[part]):
             n = int(_log_uniform(rng, *size_range))
-            xp = b.xp
-            dev_rng = xp.random.default_rng(int(rng.integers(2**31)))
-            if which == "scan":
-                data = dev_rng.integers(0, 4, n).astype(xp.int32)
-                ref = xp.concatenate([xp.zeros(1, xp.int32), xp.cumsum(data, dtype=xp.int32)[:-1]])
-            else:
-                k = _log_uniform(rng, 0.1, 10)
-                data = (dev_rng.random(n, dtype=xp.float32) ** np.float32(k)).astype(xp.float32)
-                ref = data[data > THRESHOLD]
-            x = data if b.cuda else b.upload(data)
-            rec: dict[str, Any] = {"n": n, "gen_ms": {}, "peer_ms": {}}
-            if which == "compact":
-                rec["kept_fraction"] = float(int(ref.size) / n)
-            rec["features"] = prog.features(x)
-            rec["feature_us"] = b.wall_us(lambda a=x: prog.features(a))
-            timed: dict[str, Callable[[], Any]] = {}
-            for lab, pol in labels:
-                call = prog.bind(variant, x, **pol)
-                rec["gen_ms"][lab] = None
-                if b.close(call(), ref):
-                    timed["gen:" + lab] = call
-            for name, call in scan_peers(b, x, which).items():
-                rec["peer_ms"][name] = None
-                try:
-                    out = call()
-                    if b.close(out[:-1], ref[1:]) if which == "scan" else b.close(out, ref):
-                        timed["peer:" + name] = call
-                except Exception as exc:
-                    rec.setdefault("peer_errors", {})[name] = f"{type(exc).__name__}: {exc}"[:200]
-            for key, ms in b.time_many(timed).items():
-                kind, name = key.split(":", 1)
-                rec["gen_ms" if kind == "gen" else "peer_ms"][name] = ms
-            records[part].append(rec)
-            b.free()
-            if i % 10 == 0:
-                log(f"{which} {part} {i + 1}/{count[part]} n={n}")
+            input_seed = int(rng.integers(2**31))
+            yield part, i, (n, input_seed, _log_uniform(rng, 0.1, 10) if which == "compact" else None)
+
+
+def flat_data(b: Bench, which: str, n: int, input_seed: int, k: float | None) -> tuple[Any, Any]:
+    """(input on the device, reference output where it is compared: the GPU for CUDA, the host for OpenCL)."""
+    xp = b.xp
+    dev_rng = xp.random.default_rng(input_seed)
+    if which == "scan":
+        data = dev_rng.integers(0, 4, n).astype(xp.int32)
+        ref = xp.concatenate([xp.zeros(1, xp.int32), xp.cumsum(data, dtype=xp.int32)[:-1]])
+    else:
+        data = (dev_rng.random(n, dtype=xp.float32) ** np.float32(k)).astype(xp.float32)
+        ref = data[data > THRESHOLD]
+    return (data if b.cuda else b.upload(data)), ref
+
+
+def run_scan_compact(b: Bench, scale: float, seed: int, which: str, log: Callable[[str], None]) -> dict[str, Any]:
+    comp = exclusive_scan if which == "scan" else compact
+    prog = comp.generate(b.dev, reuse_outputs=True)
+    variant = prog.default_variant
+    labels = flat_labels(prog, which)
+    records: dict[str, list] = {"train": [], "test": []}
+    for part, i, (n, input_seed, k) in flat_inputs(b, scale, seed, which):
+        x, ref = flat_data(b, which, n, input_seed, k)
+        rec: dict[str, Any] = {"n": n, "gen_ms": {}, "peer_ms": {}}
+        if which == "compact":
+            rec["kept_fraction"] = float(int(ref.size) / n)
+        rec["features"] = prog.features(x)
+        rec["feature_us"] = b.wall_us(lambda a=x: prog.features(a))
+        timed: dict[str, Callable[[], Any]] = {}
+        for lab, pol in labels:
+            call = prog.bind(variant, x, **pol)
+            rec["gen_ms"][lab] = None
+            if b.close(call(), ref):
+                timed["gen:" + lab] = call
+        time_with_peers(b, rec, timed, scan_peers(b, x, which),
+                        lambda out, r=ref: b.close(out[:-1], r[1:]) if which == "scan" else b.close(out, r))
+        records[part].append(rec)
+        b.free()
+        if i % 10 == 0:
+            log(f"{which} {part} {i + 1} n={n}")
     what = "exclusive scan, i32 (map fused)" if which == "scan" else "stream compaction: map, scan, scatter"
     peers = ("per input the best of cupy.cumsum (CUB) and torch.cumsum (inclusive scans)" if which == "scan"
              else "per input the best of CuPy x[x > t] and torch x[x > t]")

@@ -54,6 +54,7 @@ _LAZY: dict[str, str] = {
     "LazyArray": "adaptune.lang", "FlushStats": "adaptune.lang", "FallbackWarning": "adaptune.lang",
     # nested data-parallel operators (adaptune.lang.ndp)
     "ndp_computation": "adaptune.lang.ndp", "NdpComputation": "adaptune.lang.ndp", "NdpProgram": "adaptune.lang.ndp",
+    "NdpPrefetchedSelector": "adaptune.lang.ndp",
     "KeptDispatch": "adaptune.kernels.dispatch", "DistilledDispatch": "adaptune.kernels.dispatch",
     "PrefetchedDispatch": "adaptune.kernels.prefetched", "prefetch_features": "adaptune.kernels.features",
     # threshold tuning over multi-versioned code (seed 003)

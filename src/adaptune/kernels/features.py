@@ -136,6 +136,14 @@ def prefetch_sort_features(dev: Device, keys: Any, *, after_caller: bool = True,
     return _start(dev, lambda: _sort_plan(dev, keys, sample_pairs), after_caller, high_priority, finish_early)
 
 
+def prefetch_buffers(dev: Any, launch: Callable[[], list[Any]], finish: Callable[[list[np.ndarray]], Any], *,
+                     after_caller: bool = True, high_priority: bool = False, finish_early: bool = False) -> Pending:
+    """``prefetch_features`` for any computation: ``launch()`` queues device work and returns the device arrays
+    to copy back, ``finish(host copies)`` turns them into the value (on the host, as they land where
+    ``finish_early``). On CUDA both run on the side stream; on OpenCL the copies are enqueued without blocking."""
+    return _start(dev, lambda: _Plan(launch(), finish), after_caller, high_priority, finish_early)
+
+
 def _start(dev: Any, plan: Callable[[], _Plan], after_caller: bool, high_priority: bool,
            finish_early: bool) -> Pending:
     cp = getattr(dev, "cp", None)

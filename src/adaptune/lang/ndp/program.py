@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from adaptune.kernels import features as features_mod
 from adaptune.lang.ndp import ops
 from adaptune.lang.ndp.codegen import Arg, StageCode, generate, program_text
 from adaptune.lang.ndp.lower import Lowered, Stage, lower
@@ -120,6 +121,13 @@ class Program:
         self._cv: Any = None
         self.feature_source, self.feature_kind = _feature_source(comp)
         self._positions = {name: i for i, name in enumerate(comp.inputs)}
+        src = self.feature_source
+        irregular = self.feature_kind == "irregular" and isinstance(src.offsets, Input)
+        # where the sizes-only features are read (offsets and values inputs of the nest), once
+        self._nest_inputs = ((self._positions[src.offsets.name], self._positions[src.seq.name])
+                             if irregular and isinstance(src.seq, Input) else None)
+        self.feature_position = self._positions[src.offsets.name] if irregular else 0
+        self.n_host_features = 2 if self.feature_kind == "irregular" else len(self.feature_names)
 
     # ------------------------------------------------------------------------------ variants
 
@@ -387,16 +395,15 @@ class Program:
         Irregular nest over inputs: rows and average row length come from the arrays' sizes (O(1), no
         device access); the row-length spread samples <= SAMPLE_ROWS rows (one small transfer)."""
         src = self.feature_source
-        pos = self._positions
-        if (self.feature_kind == "irregular" and isinstance(src.offsets, Input) and isinstance(src.seq, Input)
-                and len(arrays) == len(pos)):
-            offsets = arrays[pos[src.offsets.name]]
+        nest = self._nest_inputs
+        if nest is not None and len(arrays) == len(self._positions):
+            offsets = arrays[nest[0]]
             if self.keep_features:
                 kept = self._features_kept.get(id(offsets))
                 if kept is not None and kept[0] is offsets:
                     return kept[1]
             rows = int(offsets.size) - 1
-            avg = int(arrays[pos[src.seq.name]].size) / max(rows, 1)
+            avg = int(arrays[nest[1]].size) / max(rows, 1)
             vec = [math.log2(1 + rows), math.log2(1 + avg)]
             if self.row_spread:
                 vec.extend(self._row_spread(offsets, rows, avg))
@@ -405,6 +412,8 @@ class Program:
                 while len(self._features_kept) > 16:
                     self._features_kept.popitem(last=False)
             return vec
+        if self.feature_kind == "flat" and len(arrays) == len(self._positions):  # the first input's size only
+            return [math.log2(1 + int(arrays[0].size))]
         env = _Env(self._bind(arrays))
         if self.feature_kind == "irregular":
             rows = self.rows(src, env)
@@ -426,20 +435,68 @@ class Program:
         per row, and a sample misses them); both numbers come back in one small transfer."""
         if rows <= 0:
             return [0.0, 0.0]
-        step = max(1, rows // SAMPLE_ROWS)
-        xp = self.device.xp
-        if isinstance(offsets, np.ndarray) or xp is np:  # host array, or OpenCL (CI sizes): read the offsets
+        if isinstance(offsets, np.ndarray) or self.device.xp is np:  # host array, or OpenCL (CI sizes)
             host = offsets if isinstance(offsets, np.ndarray) else self.device.to_host(offsets)
-            all_lengths = np.diff(host)
-            longest = float(all_lengths.max())
-            lengths = all_lengths[::step].astype(np.float64)
-        else:  # CuPy: row lengths, their max and a strided sample in three launches, then one copy
-            d = offsets[1: rows + 1] - offsets[0:rows]
-            both = self.device.to_host(xp.concatenate([d.max(keepdims=True), d[::step]])).astype(np.float64)
-            longest, lengths = float(both[0]), both[1:]
-        mean = float(lengths.mean())
-        cv = float(lengths.std() / mean) if mean > 0 else 0.0
-        return [cv, math.log2((1.0 + longest) / (1.0 + avg))]
+            return _spread_of_offsets(host, rows, avg)
+        return _spread_of_sample(self.device.to_host(self._spread_sample(offsets, rows)), avg)
+
+    def _spread_sample(self, offsets: Any, rows: int) -> Any:
+        """CuPy: [longest row, strided sample of row lengths] on the device (three launches, no copy)."""
+        xp = self.device.xp
+        d = offsets[1: rows + 1] - offsets[0:rows]
+        return xp.concatenate([d.max(keepdims=True), d[:: max(1, rows // SAMPLE_ROWS)]])
+
+    # ------------------------------------------------------------------------------ prefetched features
+
+    def feature_array(self, *arrays: Any) -> Any:
+        """The input the features depend on beyond sizes (``arrays[feature_position]``: an irregular nest's
+        offsets, else the first input): prefetched features are kept by its identity."""
+        return arrays[self.feature_position]
+
+    def host_features(self, *arrays: Any) -> list[float]:
+        """The first ``n_host_features`` features (how many come from host metadata alone: sizes, no device
+        work): a first call's cheap path."""
+        nest = self._nest_inputs
+        if nest is not None and len(arrays) == len(self._positions):
+            rows = max(arrays[nest[0]].size - 1, 0)
+            return [math.log2(1 + rows), math.log2(1 + arrays[nest[1]].size / max(rows, 1))]
+        if self.feature_kind == "flat" and len(arrays) == len(self._positions):
+            return [math.log2(1 + arrays[0].size)]
+        return self.features(*arrays)[: self.n_host_features]
+
+    def prefetch_features(self, *arrays: Any, on_ready: Callable[[list[float]], Any] | None = None,
+                          high_priority: bool = False) -> features_mod.Pending:
+        """Start the features of fixed inputs without waiting (Nitro's ``fix_inputs``): on CUDA the row-spread
+        sample is computed on a side stream and copied to pinned memory, and the host finishes the vector on
+        CUDA's host-function thread as soon as it lands; on OpenCL the offsets are copied without blocking and
+        finished in the event's callback. ``Pending.value`` is then the vector, or ``on_ready(vector)`` (e.g. a
+        model's pick, so the call itself does not pay for it). Sizes-only features are finished at once.
+        The inputs must not change until the value is there."""
+        def done(vec: list[float]) -> Any:
+            return vec if on_ready is None else on_ready(vec)
+
+        nest = self._nest_inputs
+        offsets = self.feature_array(*arrays)
+        if (nest is None or not self.row_spread or len(arrays) != len(self._positions)
+                or isinstance(offsets, np.ndarray) or offsets.size < 2):  # nothing to wait for
+            return features_mod.Pending.finished(done(self.features(*arrays)))
+        head = self.host_features(*arrays)
+        rows = int(offsets.size) - 1
+        avg = int(arrays[nest[1]].size) / rows
+        if self.device.xp is np:  # OpenCL: the offsets themselves (CI sizes), the spread on the host
+            def launch() -> list[Any]:
+                return [offsets]
+
+            def finish(hosts: list[np.ndarray]) -> Any:
+                return done(head + _spread_of_offsets(hosts[0], rows, avg))
+        else:
+            def launch() -> list[Any]:
+                return [self._spread_sample(offsets, rows)]
+
+            def finish(hosts: list[np.ndarray]) -> Any:
+                return done(head + _spread_of_sample(hosts[0], avg))
+        return features_mod.prefetch_buffers(self.device, launch, finish, high_priority=high_priority,
+                                             finish_early=True)
 
     # ------------------------------------------------------------------------------ adaptive layer
 
@@ -516,6 +573,25 @@ class Program:
             else:
                 lines.append(f"model ({cv.model_kind}) picks: {cv.select(*arrays)}")
         return "\n".join(lines)
+
+
+def _spread_of_offsets(offsets: np.ndarray, rows: int, avg: float) -> list[float]:
+    """The row spread from the whole offsets on the host (every row's length for the longest)."""
+    lengths = np.diff(offsets[: rows + 1])
+    step = max(1, rows // SAMPLE_ROWS)
+    return _spread([float(lengths.max())] + lengths[::step].tolist(), avg)
+
+
+def _spread_of_sample(sample: np.ndarray, avg: float) -> list[float]:
+    return _spread(sample.tolist(), avg)
+
+
+def _spread(longest_then_sample: list[float], avg: float) -> list[float]:
+    """[cv of the sampled row lengths, log2((1 + longest) / (1 + mean))] from [longest, *sample]."""
+    longest, lengths = float(longest_then_sample[0]), np.asarray(longest_then_sample[1:], np.float64)
+    mean = float(lengths.mean())
+    cv = float(lengths.std() / mean) if mean > 0 else 0.0
+    return [cv, math.log2((1.0 + longest) / (1.0 + avg))]
 
 
 def _feature_source(comp: Computation) -> tuple[Node | None, str]:
