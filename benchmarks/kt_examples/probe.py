@@ -41,7 +41,7 @@ def _jsonable(value: Any) -> Any:
 
 #: the env entries that say where a call's time went (both tools' totals; adaptune's phases)
 TIMING_KEYS = ("total_framework_time", "total_strategy_time", "total_compile_time", "total_verification_time",
-               "total_benchmark_time", "overhead_time", "phases", "worker_start")
+               "total_benchmark_time", "overhead_time", "phases", "worker_start", "worker_stats")
 
 
 #: Kernel Tuner's objectives where higher is better (its ``util.objective_default_map``)

@@ -117,6 +117,9 @@ class Backend(ABC):
     #: True when a failed launch may leave the context unusable (CUDA sticky errors): the worker
     #: is then restarted after reporting the failure.
     restart_after_launch_error: ClassVar[bool] = False
+    #: True when the last ``time_launch`` was held up on the host between its start and end (a timer that runs
+    #: while the host enqueues, as CUDA events do, then counts the wait); the runner runs that sample again
+    last_launch_held_up: bool = False
     cache_size: ClassVar[int] = 512
     #: A trivial kernel (named ``adaptune_warm_up``) that :meth:`warm_up` builds; "" for none.
     warm_up_source: ClassVar[str] = ""

@@ -8,6 +8,7 @@ kernels and C++ templates (``name<128,float>``) both work.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,6 +16,12 @@ import numpy as np
 
 from adaptune.backends.base import Backend, BackendError, CompileError, DeviceArray, DeviceLimits, Grid
 from adaptune.records import DeviceInfo
+
+#: Host time from the start event to the end event above which a timed launch counts as held up: the stream is idle
+#: when the start event is recorded, so the events also time a host that stalls before the launch is enqueued
+#: (another thread of the worker, compiling ahead, holding the interpreter: up to its 5 ms switch interval).
+#: An unhindered record-launch-record takes 10-30 us of host time.
+HELD_UP_S = 2e-4
 
 
 def _cupy() -> Any:
@@ -185,9 +192,11 @@ class CUDABackend(Backend):
         self._allow_shared(kernel, shared_mem)
         with self.device, self.stream:
             call_args = self._args(args)
+            began = time.perf_counter()
             self._start.record(self.stream)
             kernel(grid, block, call_args, shared_mem=shared_mem)
             self._end.record(self.stream)
+            self.last_launch_held_up = time.perf_counter() - began > HELD_UP_S
             self._end.synchronize()
         return float(cp.cuda.get_elapsed_time(self._start, self._end))
 

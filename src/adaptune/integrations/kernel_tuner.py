@@ -149,7 +149,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
         env = environment(report.device, iterations, compiler_options,
                           {"strategy": ours, "db": report.db, "evaluated": report.evaluated, "failed": report.failed,
                            "reused": report.reused, "phases": _phases(prepared, report.phases),
-                           "worker_start": report.worker_start})
+                           "worker_start": report.worker_start, "worker_stats": report.worker_stats})
         if path is not None:
             write_cache(path, previous, report.results, rows, device_name=report.device.name, kernel_name=kernel_name,
                         problem_size=problem_size, tune_params=tune_params, objective=objective)

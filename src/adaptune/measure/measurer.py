@@ -230,8 +230,11 @@ class Measurer:
                                       f"the worker process died while measuring ({message[1]}); it is restarted",
                                       compile_ms=compile_ms)
 
-    def stats(self) -> dict[str, int]:
-        """Counters from the current worker (compiles, prefetched, compiled_ahead, ...) and restarts."""
+    def stats(self, *, start: bool = True) -> dict[str, int]:
+        """Counters from the current worker (compiles, prefetched, compiled_ahead, ...) and restarts;
+        ``start=False``: only ``restarts`` when no worker is alive (none is started for the question)."""
+        if not start and not self._alive():
+            return {"restarts": self.restarts}
         self._ensure_worker()
         self._conn.send(("stats",))
         message = self._receive(60.0)

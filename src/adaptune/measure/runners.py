@@ -30,6 +30,8 @@ from adaptune.records import DeviceInfo, Result, Status
 
 Notify = Callable[[float], None]
 LOG_LINES = 30
+#: Tries of one timed sample whose launch the host held up (``Backend.last_launch_held_up``); the last one stands.
+HELD_UP_RETRIES = 4
 LOG_CHARS = 4000
 
 
@@ -133,7 +135,7 @@ class KernelRunner:
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="adaptune-compile")
         self.pending: dict[str, Future[tuple[Any, float, bool]]] = {}
         self.counters = {"measured": 0, "prefetched": 0, "compiled_ahead": 0, "compile_waits": 0,
-                         "loaded_binaries": 0}
+                         "loaded_binaries": 0, "held_up_launches": 0}
 
     def device_info(self) -> DeviceInfo:
         return self.backend.device_info()
@@ -223,8 +225,13 @@ class KernelRunner:
         self.backend.launch(kernel, geo.grid, geo.block, self.args, geo.shared_mem)
 
     def _timed(self, kernel: Any, geo: Geometry) -> float:
-        self._restore()  # enqueued before the launch, outside its events
-        return self.backend.time_launch(kernel, geo.grid, geo.block, self.args, geo.shared_mem)
+        for _ in range(HELD_UP_RETRIES):  # a sample whose launch the host held up is run again (backends' docs)
+            self._restore()  # enqueued before the launch, outside its events
+            ms = self.backend.time_launch(kernel, geo.grid, geo.block, self.args, geo.shared_mem)
+            if not self.backend.last_launch_held_up:
+                break
+            self.counters["held_up_launches"] += 1
+        return ms
 
     def measure(self, config: dict[str, Any], notify: Notify, best_ms: float | None = None) -> tuple[Result, bool]:
         self.counters["measured"] += 1

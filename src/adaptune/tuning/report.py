@@ -34,6 +34,8 @@ class TuneReport:
     phases: dict[str, float] = field(default_factory=dict)
     #: how the (last) measurement worker was started: "fork", or "exec (why not forked)" (:mod:`adaptune.measure.process`)
     worker_start: str = ""
+    #: the (last) worker's counters: compiles, compiled_ahead, compile_waits, held_up_launches, restarts, ...
+    worker_stats: dict[str, int] = field(default_factory=dict)
 
     @property
     def speedup_over_default(self) -> float:

@@ -82,7 +82,7 @@ def tune(
                                            progress, problem.name, start)
             default_result = _default_result(space, results, session)
             phases["search_done"] = time.perf_counter() - start
-            worker_start = measurer.worker_start
+            worker_start, worker_stats = measurer.worker_start, measurer.stats(start=False)
     except KeyboardInterrupt:
         # The worker is already killed (Measurer.__exit__); every finished measurement is committed.
         print(f"\ninterrupted: the {_stored_count(store)} results in {db} are kept; run the same tuning "
@@ -92,7 +92,7 @@ def tune(
         store.close()
 
     report = report_from_results(problem, strategy, info, results, default_result, reused, start, db)
-    report.phases, report.worker_start = phases, worker_start
+    report.phases, report.worker_start, report.worker_stats = phases, worker_start, worker_stats
     warn_if_all_failed(report)
     return report
 
