@@ -268,6 +268,7 @@ def test_bulk_load_equals_the_chunked_upserts_with_repeated_keys_and_colliding_h
     a, b = '{"p0":16,"p1":0,"p2":0,"p3":0}', '{"p0":32,"p1":0,"p2":0,"p3":0}'  # two keys given one 64-bit hash
     collide = (lambda real: lambda key: 42 if key in (a, b) else real(key))(config_hash)
     monkeypatch.setattr(rows_module, "config_hash", collide)
+    monkeypatch.setattr(rows_module, "config_hashes", lambda keys: list(map(collide, keys)))
     monkeypatch.setattr(db_module, "config_hash", collide)
     loads = []
     monkeypatch.setattr(db_module, "BulkLoad", type("Spy", (BulkLoad,), {"finish": lambda self: loads.append(1)

@@ -63,6 +63,7 @@ from adaptune.store.rows import (
     decode,
     decode_stored,
     encode,
+    encode_columns,
     encode_fields,
     fast_config_key,
 )
@@ -105,8 +106,10 @@ def encode_rows(run: RunKey, records: Iterable[Record]) -> Encoded:
     """The database rows of ``records`` in ``run`` (plain tuples: they pickle, for a reader in another process)."""
     run = RunKey(*(int(x) for x in run))
     records = list(records)
-    return Encoded([encode_fields(run, *r) for r in records],
-                   _param_counts(run, [(r[0], str(r[1])) for r in records]))
+    rows = encode_columns(run, records)
+    if rows is None:
+        rows = [encode_fields(run, *r) for r in records]
+    return Encoded(rows, _param_counts(run, [(r[0], str(r[1])) for r in records]))
 
 
 def _param_counts(run: tuple[Any, ...], configs: list[tuple[Mapping[str, Any], str]]) -> Counter:
@@ -122,7 +125,13 @@ def _param_counts(run: tuple[Any, ...], configs: list[tuple[Mapping[str, Any], s
             if all(tuple(c) == names for c in group):
                 for name in names:
                     column = list(map(itemgetter(name), group))
-                    counted.update(zip(repeat(name), map(type, column), column, repeat(status)))
+                    kinds = set(map(type, column))
+                    if len(kinds) == 1:  # one type (the usual): the values alone, counted in C
+                        kind = kinds.pop()
+                        for v, n in Counter(column).items():
+                            counted[(name, kind, v, status)] += n
+                    else:
+                        counted.update(zip(repeat(name), map(type, column), column, repeat(status)))
             else:
                 counted.update((name, type(v), v, status) for c in group for name, v in c.items())
         found = ((name, orjson.dumps(v).decode(), status, n) for (name, _, v, status), n in counted.items())
