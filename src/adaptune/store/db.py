@@ -52,6 +52,7 @@ from adaptune.store.base import (
 from adaptune.store.bulk import BulkLoad, worth_bulk
 from adaptune.store.codec import BINS_PER_OCTAVE, config_hash, jsonable, time_bin
 from adaptune.store.errors import StoreError
+from adaptune.store.pipeline import chunked_collection
 from adaptune.store.rows import (
     BIN,
     COLUMNS,
@@ -453,19 +454,24 @@ class Store(BaseStore):
             return self._copy_csv(csvsql.postgres_copy(names, kinds, run), out)
         csv.writer(out).writerow([*names, *csvsql.CSV_COLUMNS])
         query = csvsql.sqlite_select(names, kinds, DEFAULT_CHUNK)
-        last, n, cell = 0, 0, csvsql.csv_cell
-        while True:
-            with self.db.read() as conn:
-                rows = conn.exec_driver_sql(query, (run.problem_id, run.device_id, run.input_id, last)).all()
-            lines = [f"{p},{'' if t is None else t},{c},{v},{b},{s},{ts},{cell(e) if e else ''}\r\n"
-                     for _, p, t, c, v, b, s, ts, e in rows]
-            if None in (row[1] for row in rows):  # a parameter gone since the plan (a concurrent writer)
-                raise ValueError(f"a row of run {tuple(run)} lacks one of the parameters {names}")
-            out.write("".join(lines))
-            n += len(rows)
-            if len(rows) < DEFAULT_CHUNK:
-                return n
-            last = rows[-1][0]
+        array = csvsql.sqlite_array(names, kinds)
+        line, cells, after_id = csvsql.SQLITE_LINE.__mod__, itemgetter(1), itemgetter(slice(1, None))
+        last, n = 0, 0
+        with chunked_collection() as collect:
+            while True:
+                with self.db.read() as conn:  # the driver's tuples, formatted by one template (no Row objects)
+                    rows = conn.connection.dbapi_connection.cursor().execute(
+                        query, (run.problem_id, run.device_id, run.input_id, last)).fetchall()
+                text = "".join(map(line, map(after_id, rows)))
+                if None in map(cells, rows) or (array and "null" in text and any("null" in c for c in map(cells, rows))):
+                    raise ValueError(f"a row of run {tuple(run)} lacks one of the parameters {names}")  # changed
+                out.write(text)                                                            # by a concurrent writer
+                n += len(rows)
+                if len(rows) < DEFAULT_CHUNK:
+                    return n
+                last = rows[-1][0]
+                del rows, text
+                collect()
 
     def _copy_csv(self, statement: str, out: IO[str]) -> int | None:
         """PostgreSQL's COPY ... TO STDOUT written through to ``out``'s bytes; None without psycopg 3."""

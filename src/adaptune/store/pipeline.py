@@ -8,8 +8,8 @@ each process. Where ``fork`` is not available the generator runs here, one chunk
 
 Both sides make and drop millions of small objects (decoded entries, row tuples) that hold no reference cycles:
 Python's cyclic collector, run every 700 allocations, took about a third of the reader's time scanning them.
-While the pipeline runs, each side collects the youngest generation once an item instead (a cycle among an
-item's objects is still freed, an item later).
+While the pipeline runs, each side collects the youngest generation once an item instead
+(``chunked_collection``; a cycle among an item's objects is still freed, an item later).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import gc
 import multiprocessing
 import os
 from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -41,27 +42,24 @@ class Forked(Generic[T]):
         child = context.Process(target=_run, args=(self.make, sender, receiver), daemon=True)
         child.start()
         sender.close()
-        collecting = gc.isenabled()
-        gc.disable()  # see the module's docstring; collected once an item below
         try:
-            while True:
-                try:
-                    kind, value = receiver.recv()
-                except EOFError:
-                    raise RuntimeError(f"the import's reader process ended without an answer "
-                                       f"(exit code {child.exitcode})") from None
-                if kind == "item":
-                    yield value
-                    del value
-                    gc.collect(0)
-                elif kind == "error":
-                    raise value
-                else:
-                    self.result = value
-                    return
+            with chunked_collection() as collect:
+                while True:
+                    try:
+                        kind, value = receiver.recv()
+                    except EOFError:
+                        raise RuntimeError(f"the import's reader process ended without an answer "
+                                           f"(exit code {child.exitcode})") from None
+                    if kind == "item":
+                        yield value
+                        del value
+                        collect()
+                    elif kind == "error":
+                        raise value
+                    else:
+                        self.result = value
+                        return
         finally:
-            if collecting:
-                gc.enable()
             receiver.close()
             if child.is_alive():
                 child.terminate()
@@ -70,7 +68,7 @@ class Forked(Generic[T]):
 
 def _run(make: Callable[[], Generator[Any, None, Any]], sender: Any, receiver: Any) -> None:
     receiver.close()  # the parent's end: with it closed here, a parent that dies breaks the pipe and ends us
-    gc.disable()  # see the module's docstring
+    gc.disable()  # collected once an item below (see chunked_collection)
     try:
         items = make()
         while True:
@@ -92,3 +90,16 @@ def _run(make: Callable[[], Generator[Any, None, Any]], sender: Any, receiver: A
     finally:
         sender.close()
         os._exit(0)  # no exit handlers: the parent's database connections are not the child's to close
+
+
+@contextmanager
+def chunked_collection() -> Iterator[Callable[[], int]]:
+    """The cyclic collector paused for work that makes and drops many small objects a chunk at a time; the
+    function to call after each chunk (a collection of the youngest generation). Restored on exit."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield lambda: gc.collect(0)
+    finally:
+        if enabled:
+            gc.enable()
