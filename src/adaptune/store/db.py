@@ -464,8 +464,9 @@ class Store(BaseStore):
                         query, (run.problem_id, run.device_id, run.input_id, last)).fetchall()
                 text = "".join(map(line, map(after_id, rows)))
                 if None in map(cells, rows) or (array and "null" in text and any("null" in c for c in map(cells, rows))):
-                    raise ValueError(f"a row of run {tuple(run)} lacks one of the parameters {names}")  # changed
-                out.write(text)                                                            # by a concurrent writer
+                    # a parameter gone since the plan (a concurrent writer)
+                    raise ValueError(f"a row of run {tuple(run)} lacks one of the parameters {names}")
+                out.write(text)
                 n += len(rows)
                 if len(rows) < DEFAULT_CHUNK:
                     return n

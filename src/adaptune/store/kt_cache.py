@@ -266,8 +266,9 @@ class EntryReader:
         """:meth:`fields` of many entries (each a Record, or the FormatError that entry gives), a column at a
         time where they share a layout: the type and value checks of a column are one pass of C loops (``set``
         of the types, a subset test of the values) instead of Python work per entry and field. Entries the
-        column pass cannot vouch for (a failure string, a non-finite time, an unusual field) and every entry
-        of a layout it cannot take go through :meth:`fields`, which gives the same Record or the error."""
+        column pass cannot vouch for (a failure string outside 'time', a non-finite time, an unusual field) and
+        every entry of a layout it cannot take go through :meth:`fields`, which gives the same Record or the
+        error."""
         out: list[Any] = [None] * len(members)
         entries = list(map(itemgetter(1), members))
         layouts = list(map(tuple, entries)) if set(map(type, entries)) == {dict} else None
