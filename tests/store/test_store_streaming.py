@@ -4,6 +4,7 @@ killed import process, and SQLite and PostgreSQL (whose bulk path is COPY)."""
 from __future__ import annotations
 
 import csv
+import gc
 import gzip
 import io
 import json
@@ -341,6 +342,7 @@ def test_a_bulk_load_that_fails_half_way_leaves_the_store_as_it_was(store, tmp_p
     monkeypatch.setattr(bulk_module, "BULK_MIN_ROWS", 1)
     with pytest.raises(FormatError, match="invalid JSON"):
         import_file(store, broken, chunk_size=100)
+    assert gc.isenabled()  # paused while the pipeline ran (pipeline.chunked_collection), resumed on the error
     indexes = {ix["name"] for ix in sa.inspect(store.db.engine).get_indexes("measurements")}
     assert store.count() == 0 and {"uq_m_hash", "ix_m_ok_run"} <= indexes  # rows and dropped indexes rolled back
 

@@ -33,7 +33,7 @@ class Forked(Generic[T]):
         self.make = make
         self.result: Any = None
 
-    def __iter__(self) -> Iterator[T]:
+    def __iter__(self) -> Generator[T, None, None]:
         if "fork" not in multiprocessing.get_all_start_methods():  # Windows: here, one chunk at a time
             self.result = yield from self.make()
             return
