@@ -4,6 +4,7 @@ killed import process, and SQLite and PostgreSQL (whose bulk path is COPY)."""
 from __future__ import annotations
 
 import csv
+import gc
 import gzip
 import io
 import json
@@ -268,6 +269,7 @@ def test_bulk_load_equals_the_chunked_upserts_with_repeated_keys_and_colliding_h
     a, b = '{"p0":16,"p1":0,"p2":0,"p3":0}', '{"p0":32,"p1":0,"p2":0,"p3":0}'  # two keys given one 64-bit hash
     collide = (lambda real: lambda key: 42 if key in (a, b) else real(key))(config_hash)
     monkeypatch.setattr(rows_module, "config_hash", collide)
+    monkeypatch.setattr(rows_module, "config_hashes", lambda keys: list(map(collide, keys)))
     monkeypatch.setattr(db_module, "config_hash", collide)
     loads = []
     monkeypatch.setattr(db_module, "BulkLoad", type("Spy", (BulkLoad,), {"finish": lambda self: loads.append(1)
@@ -307,6 +309,12 @@ def test_csv_built_by_the_database_reads_back_as_python_writes_it(store, tmp_pat
             return [[_value(c) for c in row] for row in csv.reader(f)]
 
     assert cells(by_db) == cells(by_python)
+    numbers = ["bs", "f"]  # numbers only: SQLite reads the cells by one json_extract (an array)
+    with by_db.open("w", newline="") as out:
+        assert store.write_csv(run, numbers, out) == 40
+    with by_python.open("w", newline="") as out:
+        assert exporter._write_csv(out, store.iter_records(run), {n: [] for n in numbers}) == 40
+    assert cells(by_db) == cells(by_python)
     if store.dialect == "postgresql":  # a text value that needs quoting: COPY quotes it; SQLite leaves it to Python
         store.put(*run, Result(config={"bs": 1, "f": 1.0, "flag": True, "name": "a,b"}, time_ms=1.0))
         with by_db.open("w", newline="") as out:
@@ -334,9 +342,16 @@ def test_a_bulk_load_that_fails_half_way_leaves_the_store_as_it_was(store, tmp_p
     monkeypatch.setattr(bulk_module, "BULK_MIN_ROWS", 1)
     with pytest.raises(FormatError, match="invalid JSON"):
         import_file(store, broken, chunk_size=100)
+    assert gc.isenabled()  # paused while the pipeline ran (pipeline.chunked_collection), resumed on the error
     indexes = {ix["name"] for ix in sa.inspect(store.db.engine).get_indexes("measurements")}
     assert store.count() == 0 and {"uq_m_hash", "ix_m_ok_run"} <= indexes  # rows and dropped indexes rolled back
+
+    def foreign_keys():
+        return sorted(fk["referred_table"] for fk in sa.inspect(store.db.engine).get_foreign_keys("measurements"))
+
+    assert foreign_keys() == ["devices", "inputs", "problems"]  # (PostgreSQL drops them during the load)
     report = import_file(store, good, chunk_size=100)
+    assert foreign_keys() == ["devices", "inputs", "problems"]
     assert report.written == 300 and store.count() == 300 == sum(1 for _ in store.iter_results())
     assert store.status_counts() == {"ok": 300 - len(range(3, 300, 7)), "compile_error": len(range(3, 300, 7))}
     run = report.runs[0]

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping
+import struct
+from collections.abc import Iterable, Mapping
+from operator import methodcaller
 from typing import Any
 
 import numpy as np
@@ -66,6 +68,16 @@ def config_hash(key: str) -> int:
     computes the same with ``('x' || left(md5(key), 16))::bit(64)::bigint``). Not a security property: a
     collision is detected by the stored key and handled (``schema.py``)."""
     return int.from_bytes(hashlib.md5(key.encode()).digest()[:8], "big", signed=True)
+
+
+_digest = methodcaller("digest")
+_signed64 = struct.Struct(">q").unpack_from
+
+
+def config_hashes(keys: Iterable[str]) -> list[int]:
+    """:func:`config_hash` of each key, by C loops (``map``): a bulk import's million keys in a fraction of the
+    time of a call each."""
+    return [h for (h,) in map(_signed64, map(_digest, map(hashlib.md5, map(str.encode, keys))))]
 
 
 def time_bin(time_ms: float | None) -> int | None:

@@ -73,13 +73,29 @@ def _sqlite_cells(names: list[str], kinds: list[Kind]) -> str:
     return " || ',' || ".join(cells)
 
 
+def sqlite_array(names: list[str], kinds: list[Kind]) -> bool:
+    """Whether ``sqlite_select`` reads the parameter cells by one ``json_extract`` of every path (two or more
+    numbers: a JSON array, its brackets trimmed, ``null`` where a value is missing): one parse of the
+    configuration instead of one a parameter (2.4 s against 6.5 s for 10^6 rows of 10)."""
+    return len(names) > 1 and all(kind == "number" for kind in kinds)
+
+
+SQLITE_LINE = "%s,%s,%s,%s,%s,%s,%s,%s,%s\r\n"
+"""A CSV line of a row of ``sqlite_select`` less its id: every cell text but the floats (Python's ``repr``)."""
+
+
 def sqlite_select(names: list[str], kinds: list[Kind], limit: int) -> str:
-    """A page of a run's CSV rows after an id (bound: problem, device, input, id): (id, the cells up to the
-    status as text, time_ms, compile_ms, verify_ms, benchmark_ms, samples cell, timestamp, error)."""
+    """A page of a run's CSV rows after an id (bound: problem, device, input, id): (id, the parameter cells
+    (NULL, or ``null`` in them with ``sqlite_array``, where one is missing), status, time_ms or '', compile_ms,
+    verify_ms, benchmark_ms, samples cell, timestamp, error cell); each but the id a cell of ``SQLITE_LINE``."""
     samples = "replace(replace(substr(samples, 2, length(samples) - 2), ',', ' '), 'null', 'nan')"
-    return (f"SELECT id, {_sqlite_cells(names, kinds)} || ',' || status, time_ms, compile_ms, verify_ms, "
-            f"benchmark_ms, {samples}, timestamp, error FROM measurements WHERE problem_id = ? AND device_id = ? "
-            f"AND input_id = ? AND id > ? ORDER BY id LIMIT {int(limit)}")
+    cells = (f"trim(json_extract(config, {', '.join(_path(n) for n in names)}), '[]')" if sqlite_array(names, kinds)
+             else _sqlite_cells(names, kinds))
+    quoted = " OR ".join(f"instr(error, {c}) > 0" for c in ("','", "'\"'", "char(13)", "char(10)"))
+    error = f"CASE WHEN {quoted} THEN '\"' || replace(error, '\"', '\"\"') || '\"' ELSE error END"  # as csv_cell
+    return (f"SELECT id, {cells}, status, coalesce(time_ms, ''), compile_ms, verify_ms, benchmark_ms, {samples}, "
+            f"timestamp, {error} FROM measurements WHERE problem_id = ? AND device_id = ? AND input_id = ? "
+            f"AND id > ? ORDER BY id LIMIT {int(limit)}")
 
 
 def postgres_copy(names: list[str], kinds: list[Kind], run: tuple[int, int, int]) -> str:

@@ -14,7 +14,7 @@ import csv
 import itertools
 import math
 from collections.abc import Callable, Generator, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, closing, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,13 +181,13 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
         return report.skipped, report.reasons, seen
 
     reader = Forked(read)  # a SQL store writes while a second process reads the next chunk
-    pieces = iter(reader)
-    first = next(pieces, None)
-    with _loader(store, run, path, first) as loader:
-        for chunk, offset in itertools.chain([first] if first is not None else [], pieces):
-            loader.add(chunk)
-            if progress is not None:
-                progress(offset)
+    with closing(iter(reader)) as pieces:  # closed on an error too: the reader ends, the collector resumes
+        first = next(pieces, None)
+        with _loader(store, run, path, first) as loader:
+            for chunk, offset in itertools.chain([first] if first is not None else [], pieces):
+                loader.add(chunk)
+                if progress is not None:
+                    progress(offset)
     report.written = loader.written
     report.skipped, report.reasons, seen = reader.result
     if not space.params and seen:  # the space description gets the values the entries hold

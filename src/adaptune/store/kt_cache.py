@@ -16,6 +16,7 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from itertools import chain, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -265,12 +266,18 @@ class EntryReader:
         """:meth:`fields` of many entries (each a Record, or the FormatError that entry gives), a column at a
         time where they share a layout: the type and value checks of a column are one pass of C loops (``set``
         of the types, a subset test of the values) instead of Python work per entry and field. Entries the
-        column pass cannot vouch for (a failure string, a non-finite time, an unusual field) and every entry
-        of a layout it cannot take go through :meth:`fields`, which gives the same Record or the error."""
+        column pass cannot vouch for (a failure string outside 'time', a non-finite time, an unusual field) and
+        every entry of a layout it cannot take go through :meth:`fields`, which gives the same Record or the
+        error."""
         out: list[Any] = [None] * len(members)
+        entries = list(map(itemgetter(1), members))
+        layouts = list(map(tuple, entries)) if set(map(type, entries)) == {dict} else None
         by_layout: dict[tuple[str, ...], list[int]] = {}
-        for i, (_, entry) in enumerate(members):
-            by_layout.setdefault(tuple(entry) if type(entry) is dict else (), []).append(i)
+        if layouts and len(set(layouts)) == 1:  # the usual: every entry of the block laid out alike
+            by_layout[layouts[0]] = list(range(len(members)))
+        else:
+            for i, entry in enumerate(entries):
+                by_layout.setdefault(tuple(entry) if type(entry) is dict else (), []).append(i)
         for layout, rows in by_layout.items():
             slow = self._columns(layout, rows, members, out)
             for i in slow:
@@ -289,7 +296,7 @@ class EntryReader:
         if (not layout or len(fields) != len(layout) or not fields.issuperset(names) or "time" not in fields
                 or "timestamp" not in fields or STATUS_FIELD in fields or ERROR_FIELD in fields or len(names) < 1):
             return rows
-        entries = [members[i][1] for i in rows]
+        entries = [members[i][1] for i in rows] if len(rows) < len(members) else list(map(itemgetter(1), members))
         columns = {k: list(map(itemgetter(k), entries)) for k in layout}
         allowed = self.allowed
         for j, n in enumerate(names):
@@ -299,33 +306,67 @@ class EntryReader:
             if allowed is not None and not (isinstance(allowed[j], frozenset) and allowed[j].issuperset(column)):
                 return rows
         values = list(zip(*(columns[n] for n in names), strict=True))
-        if [members[i][0] for i in rows] != list(map(",".join, (map(str, v) for v in values))):
+        spelt = ",".join(["%s"] * len(names)).__mod__  # the key Kernel Tuner writes: ",".join(map(str, values))
+        if [members[i][0] for i in rows] != list(map(spelt, values)):
             return rows
         observed = [k for k in layout if k not in _RESERVED and k not in self._names_set]
         for k in (*observed, *(k for k in TIMING_FIELDS if k in fields)):
             if not set(map(type, columns[k])) <= _PLAIN_NUMBERS:
                 return rows
+        n = len(rows)
         times = columns["time"]
-        good = [type(t) in _PLAIN_NUMBERS and math.isfinite(t) for t in times]
-        samples = columns.get("times") or [[]] * len(rows)
-        good = [g and type(s) is list and set(map(type, s)) <= _PLAIN_NUMBERS for g, s in zip(good, samples,
-                                                                                               strict=True)]
-        timings = [list(map(float, columns[k])) if k in fields else [0.0] * len(rows) for k in TIMING_FIELDS]
-        observer_columns = [list(map(float, columns[k])) for k in observed]
+        status_of = FAILURE_STATUS.get  # a failure string in 'time': that failure, its string the error text
+        statuses = [Status.OK if type(t) in _PLAIN_NUMBERS and math.isfinite(t) else
+                    status_of(t) if type(t) is str else None for t in times]
+        good = [s is not None for s in statuses]
+        errors = ["" if s is Status.OK or s is None else t for s, t in zip(statuses, times, strict=True)]
+        times = [float(t) if s is Status.OK else math.inf for s, t in zip(statuses, times, strict=True)]
+        samples = _sample_lists(columns.get("times"), n, good)
+        timings = [list(map(float, columns[k])) if k in fields else [0.0] * n for k in TIMING_FIELDS]
+        configs = map(dict, map(zip, repeat(names), values))
+        observers = (map(dict, map(zip, repeat(observed), zip(*(map(float, columns[k]) for k in observed),
+                                                                  strict=True)))
+                     if observed else ({} for _ in rows))
+        records = zip(configs, statuses, times, samples, *timings, observers, errors,
+                      _timestamps(columns["timestamp"]), strict=True)
         slow = []
-        for r, i in enumerate(rows):
-            if not good[r]:
+        for i, ok, record in zip(rows, good, records, strict=True):
+            if ok and record[-1] is not None:
+                out[i] = record
+            else:  # an unknown string or non-finite time, odd samples, a timestamp that does not read
                 slow.append(i)
-                continue
-            try:
-                when = _timestamp(columns["timestamp"][r], "")
-            except FormatError:
-                slow.append(i)
-                continue
-            out[i] = (dict(zip(names, values[r], strict=True)), Status.OK, float(times[r]),
-                      [float(x) for x in samples[r]], timings[0][r], timings[1][r], timings[2][r],
-                      {k: c[r] for k, c in zip(observed, observer_columns, strict=True)}, "", when)
         return slow
+
+
+def _sample_lists(column: list[Any] | None, n: int, good: list[bool]) -> list[Any]:
+    """The 'times' of a column of entries as lists of floats; an entry whose 'times' is not a list of numbers
+    is marked not good (the per-entry reader then says what is wrong)."""
+    if column is None:
+        return [[] for _ in range(n)]
+    if set(map(type, column)) == {list}:
+        kinds = set(map(type, chain.from_iterable(column)))
+        if kinds <= {float}:
+            return column  # the decoded lists themselves: nothing to convert
+        if kinds <= _PLAIN_NUMBERS:
+            return [list(map(float, s)) for s in column]
+    for r, s in enumerate(column):
+        if not (type(s) is list and set(map(type, s)) <= _PLAIN_NUMBERS):
+            good[r] = False
+    return [list(map(float, s)) if ok else None for s, ok in zip(column, good, strict=True)]
+
+
+def _timestamps(column: list[Any]) -> list[float | None]:
+    """The seconds of a column of 'timestamp' values, each distinct text parsed once (a cache's entries often
+    share a few); None where one does not read (the per-entry reader then says why)."""
+    def read(value: Any) -> float | None:
+        try:
+            return _timestamp(value, "")
+        except FormatError:
+            return None
+
+    if set(map(type, column)) == {str}:
+        return list(map({text: read(text) for text in set(column)}.__getitem__, column))
+    return list(map(read, column))
 
 
 def _status_of(entry: dict[str, Any], other_failure: str | None, where: str) -> tuple[Status, str, float]:

@@ -7,14 +7,17 @@ to the driver's ``executemany`` or PostgreSQL's ``COPY`` without a per-row SQLAl
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from functools import partial
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
 import orjson
 
 from adaptune.records import Result, Status
 from adaptune.store.base import RunKey, StoredResult
-from adaptune.store.codec import config_hash, config_key, dumps, time_bin
+from adaptune.store.codec import BINS_PER_OCTAVE, config_hash, config_hashes, config_key, dumps, time_bin
 
 _OK = str(Status.OK)
 
@@ -65,6 +68,65 @@ def encode_fields(run: RunKey, config: Mapping[str, Any], status: Any, time_ms: 
     return (run[0], run[1], run[2], key, config_hash(key), _json(config), status, stored_time,
             _json(samples if type(samples) is list else list(samples)), float(compile_ms), float(verify_ms),
             float(benchmark_ms), _json(observers), str(error or ""), float(timestamp), time_bin(stored_time))
+
+
+_KEY_VALUES = frozenset({int, bool, str})
+_sorted_json = partial(orjson.dumps, option=orjson.OPT_SORT_KEYS)
+_json_bytes = partial(orjson.dumps, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def encode_columns(run: RunKey, records: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
+    """:func:`encode_fields` of every record at once, a column at a time (C loops of ``map`` instead of a
+    Python call per row: a few µs a row less, most of a bulk import's encoding), or None where a column
+    holds what only the per-row encoder spells right (a float or non-ASCII parameter value, NumPy values):
+    the caller then encodes row by row. The same tuples either way (tested)."""
+    if not records:
+        return []
+    configs, statuses, times, samples, compile_ms, verify_ms, benchmark_ms, observers, errors, stamps = zip(
+        *records, strict=True)
+    if set(map(type, configs)) != {dict}:
+        return None
+    values = list(chain.from_iterable(map(dict.values, configs)))
+    kinds = set(map(type, values))
+    if not kinds <= _KEY_VALUES or (str in kinds and not all(v.isascii() for v in values if type(v) is str)):
+        return None
+    layouts = set(map(tuple, configs))
+    try:
+        if (kinds == {int} and len(layouts) == 1 and len(configs[0]) > 1 and min(values) >= -(2 ** 63)
+                and max(values) < 2 ** 63):
+            keys, config_texts = _int_texts(configs, next(iter(layouts)))
+        else:  # the key: the canonical text, as fast_config_key
+            keys = list(map(bytes.decode, map(_sorted_json, configs)))
+            config_texts = list(map(bytes.decode, map(_json_bytes, configs)))
+        sample_texts = list(map(bytes.decode, map(_json_bytes, samples)))
+        observer_texts = list(map(bytes.decode, map(_json_bytes, observers)))
+    except TypeError:
+        return None
+    hashes = config_hashes(keys)
+    statuses = list(map(str, statuses))
+    stored = [t if s == _OK and -math.inf < t < math.inf else None
+              for s, t in zip(statuses, map(float, times), strict=True)]
+    log2, floor = math.log2, math.floor
+    bins = [floor(log2(t) * BINS_PER_OCTAVE) if t is not None and t > 0.0 else None for t in stored]
+    error_texts: Any = errors if set(errors) <= {""} else [str(e or "") for e in errors]
+    n = len(records)
+    return list(zip(repeat(run[0], n), repeat(run[1], n), repeat(run[2], n), keys, hashes,
+                    config_texts, statuses, stored, sample_texts, map(float, compile_ms),
+                    map(float, verify_ms), map(float, benchmark_ms), observer_texts, error_texts,
+                    map(float, stamps), bins, strict=True))
+
+
+def _int_texts(configs: Sequence[dict[str, int]], layout: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The keys and JSON texts of configurations of integers sharing one layout (of two or more names), by one
+    ``%`` template each: the same text as orjson's (names spelt by orjson), in a third of its time."""
+    def template(names: Sequence[str]) -> str:
+        return "{" + ",".join(orjson.dumps(k).decode().replace("%", "%%") + ":%d" for k in names) + "}"
+
+    ordered = sorted(layout)
+    keys = list(map(template(ordered).__mod__, map(itemgetter(*ordered), configs)))
+    if list(layout) == ordered:
+        return keys, keys
+    return keys, list(map(template(layout).__mod__, map(tuple, map(dict.values, configs))))
 
 
 def encode(run: RunKey, result: Result) -> tuple[Any, ...]:
