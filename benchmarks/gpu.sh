@@ -186,7 +186,8 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
       3) examples=convolution_streams.py,pnpoly.py,pnpoly_cupy.py,texture.py,accuracy.py,test_vector_add.py,test_vector_add_parameterized.py,vector_add_parallel.py ;;
       4) examples=vector_add.py,vector_add_codegen.py,vector_add_cupy.py,vector_add_custom_strategy.py,vector_add_jinja.py,vector_add_jinja2.py,vector_add_metric.py,vector_add_nvcuda.py,vector_add_observers.py,vector_add_blocksize.py,vector_add_defines.py,python_kernel.py,python_kernel_cupy.py,vector_add_observers_pmt.py,vector_add_tegra_observer.py,vector_add_observers_ncu.py,going_green_performance_model.py ;;
       6) examples=reduction.py limit=400 tools=adaptune ;;  # its 12 calls through, adaptune alone (KT passed 170 s)
-      *) echo "kt_examples: batches 0-6"; return 1 ;;
+      7) examples=vector_add_jinja2.py limit=420 tools=adaptune ;;  # its 3 072 configurations, adaptune alone
+      *) echo "kt_examples: batches 0-7"; return 1 ;;
     esac
     local left=$(( deadline - $(date +%s) + t0 ))
     [ "$left" -gt 30 ] || { echo "batch $batch: no time left"; continue; }
