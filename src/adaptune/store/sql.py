@@ -37,6 +37,18 @@ _SCHEMA_LOCK = 0x61647470  # PostgreSQL advisory lock id held while the schema i
 T = TypeVar("T")
 
 
+def _leave_wal(raw: Any) -> bool:
+    """Switch this SQLite connection to the rollback journal if no other connection holds the file (no wait);
+    whether it did."""
+    raw.execute("PRAGMA busy_timeout=0")
+    try:
+        return str(raw.execute("PRAGMA journal_mode=DELETE").fetchone()[0]).lower() == "delete"
+    except sqlite3.OperationalError:  # locked by another connection: stay in WAL
+        return False
+    finally:
+        raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+
 def _transient(exc: BaseException) -> bool:
     """Whether a failed transaction may simply be run again: dropped connection, serialisation, deadlock, lock."""
     if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
@@ -165,6 +177,23 @@ class Database:
             conn = conn.execution_options(adaptune_write=True)
             with conn.begin():
                 yield conn
+
+    @contextmanager
+    def bulk_write(self) -> Iterator[Connection]:
+        """One long write transaction for a bulk load. On a SQLite file no other connection uses, the rollback
+        journal instead of the WAL while it runs: pages appended past the file's end go to the file once (the
+        WAL writes each one twice, to the log and at the checkpoint) and a killed load's journal is rolled back
+        by the next opening. With another connection open (the WAL cannot be left then), the WAL as usual."""
+        with self.guard("write"), self.engine.connect() as conn:
+            raw = conn.connection.dbapi_connection if self.dialect == "sqlite" and self.path is not None else None
+            journal = _leave_wal(raw) if raw is not None else False
+            try:
+                conn = conn.execution_options(adaptune_write=True)
+                with conn.begin():
+                    yield conn
+            finally:
+                if journal:
+                    raw.execute("PRAGMA journal_mode=WAL")
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
