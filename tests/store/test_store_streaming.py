@@ -371,7 +371,7 @@ def _journal(path: Path) -> str:
 def test_a_sqlite_bulk_write_alone_uses_the_rollback_journal_and_a_killed_one_is_rolled_back(tmp_path):
     db = tmp_path / "j.db"
     with Store(db) as store:
-        store.db.engine.dispose()
+        store.count()  # an idle pooled connection of this store: closed by bulk_write
         with store.db.bulk_write() as conn:
             alone = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
         with Store(db) as other, other.db.read() as reading:
@@ -386,7 +386,6 @@ from adaptune.store import Store
 from adaptune.store.db import encode_rows
 store = Store({str(db)!r})
 run = store.run(DeviceInfo(name="d", platform="p"), "k", "h", "i")
-store.db.engine.dispose()
 with store.db.bulk_write() as conn:
     conn.exec_driver_sql("PRAGMA cache_size=50")  # the rows spill into the file before the end
     for row in encode_rows(run, [(dict(p0=i), "ok", 1.0 + i, [], 0.0, 0.0, 0.0, {{}}, "", 0.0)
@@ -401,3 +400,8 @@ with store.db.bulk_write() as conn:
     with Store(db) as store:  # the journal left behind is rolled back; the WAL is back
         assert store.integrity_check() == "ok" and store.count() == 0 and store.status_counts() == {}
     assert _journal(db) == "wal" and not (tmp_path / "j.db-journal").exists()
+    with Store(":memory:") as memory:  # a private in-memory store keeps its one connection and its tables
+        run = memory.run(DeviceInfo(name="d", platform="p"), "k", "h", "i")
+        with memory.db.bulk_write() as conn:
+            conn.exec_driver_sql("SELECT count(*) FROM measurements").all()
+        assert memory.run(DeviceInfo(name="d", platform="p"), "k", "h", "i") == run and memory.count() == 0

@@ -335,8 +335,6 @@ class Store(BaseStore):
         if not worth_bulk(expected_rows, self.count(run.problem_id, run.device_id, run.input_id), self.count()):
             yield Loader(self.put_encoded)
             return
-        if self.dialect == "sqlite":  # idle pooled connections would keep the file in WAL mode (sql.bulk_write)
-            self.db.engine.dispose()
         with self.db.guard("bulk-load"), self.db.bulk_write() as conn:
             bulk = BulkLoad(conn, self.dialect, run, _param_counts, _add_counts)
             loader = Loader(lambda chunk: bulk.add(chunk.rows, chunk.params))

@@ -14,7 +14,7 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,6 +47,13 @@ def _leave_wal(raw: Any) -> bool:
         return False
     finally:
         raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+
+def _back_to_wal(raw: Any) -> None:
+    """The WAL again after a bulk load; where a reader that came during it holds the file too long, the next
+    connection's opening switches it (``_on_connect``)."""
+    with suppress(sqlite3.OperationalError):
+        raw.execute("PRAGMA journal_mode=WAL")
 
 
 def _transient(exc: BaseException) -> bool:
@@ -184,8 +191,11 @@ class Database:
         journal instead of the WAL while it runs: pages appended past the file's end go to the file once (the
         WAL writes each one twice, to the log and at the checkpoint) and a killed load's journal is rolled back
         by the next opening. With another connection open (the WAL cannot be left then), the WAL as usual."""
+        sqlite_file = self.dialect == "sqlite" and self.path is not None
+        if sqlite_file:  # this process's idle pooled connections would keep the file in WAL mode
+            self.engine.dispose()
         with self.guard("write"), self.engine.connect() as conn:
-            raw = conn.connection.dbapi_connection if self.dialect == "sqlite" and self.path is not None else None
+            raw = conn.connection.dbapi_connection if sqlite_file else None
             journal = _leave_wal(raw) if raw is not None else False
             try:
                 conn = conn.execution_options(adaptune_write=True)
@@ -193,7 +203,7 @@ class Database:
                     yield conn
             finally:
                 if journal:
-                    raw.execute("PRAGMA journal_mode=WAL")
+                    _back_to_wal(raw)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
