@@ -358,3 +358,50 @@ def test_a_bulk_load_that_fails_half_way_leaves_the_store_as_it_was(store, tmp_p
     store.put(*run, Result(config={"p0": 16, "p1": 16, "p2": 16, "p3": 16}, time_ms=2.0))  # the counting resumed
     assert store.count() == 301 and store.status_counts()["ok"] == 301 - len(range(3, 300, 7))
     assert store.integrity_check() == "ok"
+
+
+def _journal(path: Path) -> str:
+    raw = sqlite3.connect(path)
+    try:
+        return raw.execute("PRAGMA journal_mode").fetchone()[0]
+    finally:
+        raw.close()  # an open connection would keep the file in WAL mode
+
+
+def test_a_sqlite_bulk_write_alone_uses_the_rollback_journal_and_a_killed_one_is_rolled_back(tmp_path):
+    db = tmp_path / "j.db"
+    with Store(db) as store:
+        store.count()  # an idle pooled connection of this store: closed by bulk_write
+        with store.db.bulk_write() as conn:
+            alone = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+        with Store(db) as other, other.db.read() as reading:
+            reading.exec_driver_sql("SELECT count(*) FROM measurements").all()
+            with store.db.bulk_write() as conn:  # another connection holds the file: the WAL, no waiting
+                shared = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+    assert (alone, shared, _journal(db)) == ("delete", "wal", "wal")
+    child = subprocess.run([sys.executable, "-c", f"""
+import os, signal
+from adaptune.records import DeviceInfo, Result
+from adaptune.store import Store
+from adaptune.store.db import encode_rows
+store = Store({str(db)!r})
+run = store.run(DeviceInfo(name="d", platform="p"), "k", "h", "i")
+with store.db.bulk_write() as conn:
+    conn.exec_driver_sql("PRAGMA cache_size=50")  # the rows spill into the file before the end
+    for row in encode_rows(run, [(dict(p0=i), "ok", 1.0 + i, [], 0.0, 0.0, 0.0, {{}}, "", 0.0)
+                                 for i in range(20_000)]).rows:
+        conn.exec_driver_sql("INSERT INTO measurements (device_id, problem_id, input_id, config_key, config_hash, "
+                             "config, status, time_ms, samples, compile_ms, verify_ms, benchmark_ms, observers, "
+                             "error, timestamp, time_bin) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
+    os.kill(os.getpid(), signal.SIGKILL)  # mid-transaction
+"""], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert (tmp_path / "j.db-journal").exists() and db.stat().st_size > 2 ** 20  # a hot journal, rows in the file
+    with Store(db) as store:  # the journal left behind is rolled back; the WAL is back
+        assert store.integrity_check() == "ok" and store.count() == 0 and store.status_counts() == {}
+    assert _journal(db) == "wal" and not (tmp_path / "j.db-journal").exists()
+    with Store(":memory:") as memory:  # a private in-memory store keeps its one connection and its tables
+        run = memory.run(DeviceInfo(name="d", platform="p"), "k", "h", "i")
+        with memory.db.bulk_write() as conn:
+            conn.exec_driver_sql("SELECT count(*) FROM measurements").all()
+        assert memory.run(DeviceInfo(name="d", platform="p"), "k", "h", "i") == run and memory.count() == 0

@@ -335,7 +335,7 @@ class Store(BaseStore):
         if not worth_bulk(expected_rows, self.count(run.problem_id, run.device_id, run.input_id), self.count()):
             yield Loader(self.put_encoded)
             return
-        with self.db.guard("bulk-load"), self.db.write() as conn:
+        with self.db.guard("bulk-load"), self.db.bulk_write() as conn:
             bulk = BulkLoad(conn, self.dialect, run, _param_counts, _add_counts)
             loader = Loader(lambda chunk: bulk.add(chunk.rows, chunk.params))
             yield loader  # an error (a bad file, a lost connection) rolls it all back: indexes, triggers, rows

@@ -14,7 +14,7 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +35,25 @@ RETRIES = 8
 _RETRY_SQLSTATES = frozenset({"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "08000", "08003", "08006"})
 _SCHEMA_LOCK = 0x61647470  # PostgreSQL advisory lock id held while the schema is created ("adtp")
 T = TypeVar("T")
+
+
+def _leave_wal(raw: Any) -> bool:
+    """Switch this SQLite connection to the rollback journal if no other connection holds the file (no wait);
+    whether it did."""
+    raw.execute("PRAGMA busy_timeout=0")
+    try:
+        return str(raw.execute("PRAGMA journal_mode=DELETE").fetchone()[0]).lower() == "delete"
+    except sqlite3.OperationalError:  # locked by another connection: stay in WAL
+        return False
+    finally:
+        raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+
+def _back_to_wal(raw: Any) -> None:
+    """The WAL again after a bulk load; where a reader that came during it holds the file too long, the next
+    connection's opening switches it (``_on_connect``)."""
+    with suppress(sqlite3.OperationalError):
+        raw.execute("PRAGMA journal_mode=WAL")
 
 
 def _transient(exc: BaseException) -> bool:
@@ -165,6 +184,26 @@ class Database:
             conn = conn.execution_options(adaptune_write=True)
             with conn.begin():
                 yield conn
+
+    @contextmanager
+    def bulk_write(self) -> Iterator[Connection]:
+        """One long write transaction for a bulk load. On a SQLite file no other connection uses, the rollback
+        journal instead of the WAL while it runs: pages appended past the file's end go to the file once (the
+        WAL writes each one twice, to the log and at the checkpoint) and a killed load's journal is rolled back
+        by the next opening. With another connection open (the WAL cannot be left then), the WAL as usual."""
+        sqlite_file = self.dialect == "sqlite" and self.path is not None
+        if sqlite_file:  # this process's idle pooled connections would keep the file in WAL mode
+            self.engine.dispose()
+        with self.guard("write"), self.engine.connect() as conn:
+            raw = conn.connection.dbapi_connection if sqlite_file else None
+            journal = _leave_wal(raw) if raw is not None else False
+            try:
+                conn = conn.execution_options(adaptune_write=True)
+                with conn.begin():
+                    yield conn
+            finally:
+                if journal:
+                    _back_to_wal(raw)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
