@@ -68,18 +68,18 @@ class Forked(Generic[T]):
 
 def _run(make: Callable[[], Generator[Any, None, Any]], sender: Any, receiver: Any) -> None:
     receiver.close()  # the parent's end: with it closed here, a parent that dies breaks the pipe and ends us
-    gc.disable()  # collected once an item below (see chunked_collection)
     try:
-        items = make()
-        while True:
-            try:
-                item = next(items)
-            except StopIteration as end:
-                sender.send(("done", end.value))
-                break
-            sender.send(("item", item))
-            del item
-            gc.collect(0)
+        with chunked_collection() as collect:
+            items = make()
+            while True:
+                try:
+                    item = next(items)
+                except StopIteration as end:
+                    sender.send(("done", end.value))
+                    break
+                sender.send(("item", item))
+                del item
+                collect()
     except BrokenPipeError:  # the consumer stopped: nothing to tell it
         pass
     except BaseException as exc:  # handed to the consumer, raised there
