@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
+
+import sqlalchemy as sa
 
 from adaptune.store import Store
 
@@ -92,3 +96,25 @@ def test_two_processes_write_one_database(tmp_path):
         assert len(by_i) == 200 + 100
         assert all(by_i[n] == n % 2 for n in range(200))
         assert store.integrity_check() == "ok"
+
+
+
+def test_opening_waits_for_a_writer_while_the_file_is_switched_to_the_wal(tmp_path):
+    """Switching to the WAL reads the file, then writes it; SQLite refuses that upgrade at once, without its busy
+    timeout, while another connection holds the write lock (two processes opening a fresh file together)."""
+    path = tmp_path / "rollback.db"
+    Store(path).close()
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA journal_mode=DELETE")  # as a bulk load leaves it while it runs
+    holder.execute("BEGIN IMMEDIATE")  # the write lock, as a second opener switching the file at the same moment
+    release = threading.Timer(0.5, holder.execute, ["COMMIT"])
+    release.start()
+    try:
+        with Store(path) as store:  # waits for the lock instead of failing with "database is locked"
+            store.problem("after", "h", {"params": {"i": [1]}})
+    finally:
+        release.join()
+        holder.close()
+    with Store(path) as store:
+        assert [p.name for p in store.problems()] == ["after"]
+        assert store.db.rows(sa.text("PRAGMA journal_mode"))[0][0] == "wal"

@@ -49,6 +49,23 @@ def _leave_wal(raw: Any) -> bool:
         raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
+def _enter_wal(raw: Any) -> None:
+    """``PRAGMA journal_mode=WAL``, tried again while another connection switches the file at the same moment.
+
+    The switch reads the header and then upgrades to a write; SQLite answers "database is locked" at once,
+    without the busy handler, to the second of two connections doing that together (either would deadlock
+    waiting). The first one's switch is done within milliseconds, and then there is nothing left to write."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            raw.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005 * (0.5 + random.random()))
+
+
 def _back_to_wal(raw: Any) -> None:
     """The WAL again after a bulk load; where a reader that came during it holds the file too long, the next
     connection's opening switches it (``_on_connect``)."""
@@ -161,7 +178,7 @@ class Database:
             dbapi_conn.isolation_level = None  # the driver must not BEGIN on its own; we do it below
             cur = dbapi_conn.cursor()
             cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            cur.execute("PRAGMA journal_mode=WAL")
+            _enter_wal(cur)
             cur.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: a killed process loses no commit
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA cache_size=-65536")  # 64 MiB of pages: index maintenance of big imports
