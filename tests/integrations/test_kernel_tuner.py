@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,14 @@ def ok_rows(results):
 
 def test_the_package_exports_the_drop_in():
     assert adaptune.tune_kernel is tune_kernel and adaptune.run_kernel is run_kernel
+
+
+def test_importing_the_drop_in_leaves_the_model_libraries_unloaded():
+    """A brute-force user pays no import of scikit-learn or SciPy (1.5-2 s: more than a small tuning run)."""
+    probe = ("import sys; from adaptune import tune_kernel, run_kernel; "
+             "print(sorted({m.split('.')[0] for m in sys.modules} & {'sklearn', 'scipy', 'pandas'}))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_vector_add_as_in_kernel_tuners_readme(kt_env, vector_args, capsys):

@@ -32,7 +32,6 @@ an ask at a few milliseconds on 10^4 configurations (measured in docs/search.md)
 from __future__ import annotations
 
 import numpy as np
-from sklearn.ensemble import ExtraTreesRegressor
 
 from adaptune.search.base import Strategy, register
 from adaptune.search.neighbourhood import neighbours
@@ -150,6 +149,9 @@ class Auto(Strategy):
         return int(self._cand[free][np.lexsort((mu, -ei))[0]])
 
     def _refit(self, idx: np.ndarray, values: np.ndarray) -> None:
+        # imported here: scikit-learn's 1.5 s of import is for the model-based strategies alone
+        from sklearn.ensemble import ExtraTreesRegressor
+
         y = capped_log_targets(values, self.opts["cap_quantile"])
         model = ExtraTreesRegressor(n_estimators=self.opts["n_trees"], max_features=0.8, n_jobs=1,
                                     random_state=int(self.rng.integers(2**31)))

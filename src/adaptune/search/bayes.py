@@ -10,11 +10,9 @@ which keeps an ask at a few milliseconds.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
 from adaptune.search.base import register
 from adaptune.search.surrogate import SurrogateStrategy
@@ -28,15 +26,22 @@ class BayesGP(SurrogateStrategy):
     options = {**SurrogateStrategy.options, "n_initial": 15, "reoptimize_every": 10, "max_train": 200}
 
     def __init__(self, space, seed=None, **kw):  # type: ignore[no-untyped-def]
+        # imported here: scikit-learn's 1.5 s of import is for the model-based strategies alone
+        from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
         super().__init__(space, seed, **kw)
         d = max(self._x.shape[1], 1)
         self._kernel = (ConstantKernel(1.0, (1e-3, 1e3))
                         * Matern(length_scale=np.full(d, 0.5), length_scale_bounds=(1e-2, 1e2), nu=2.5)
                         + WhiteKernel(1e-2, (1e-6, 1e0)))
-        self._gp: GaussianProcessRegressor | None = None
+        self._gp: Any = None  # a GaussianProcessRegressor once fitted
         self._fits = 0
 
     def _fit(self, x: np.ndarray, y: np.ndarray) -> None:
+        # imported here: scikit-learn's 1.5 s of import is for the model-based strategies alone
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.gaussian_process import GaussianProcessRegressor
+
         cap = self.opts["max_train"]
         if len(y) > cap:  # keep the best half and the most recent half of the cap
             best = np.argsort(y, kind="stable")[: cap // 2]

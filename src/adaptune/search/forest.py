@@ -7,8 +7,9 @@ model's uncertainty in expected improvement.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from sklearn.ensemble import ExtraTreesRegressor
 
 from adaptune.search.base import register
 from adaptune.search.surrogate import SurrogateStrategy, informative_columns
@@ -25,9 +26,12 @@ class ForestSearch(SurrogateStrategy):
         super().__init__(space, seed, **kw)
         t = np.asarray(space.table, dtype=float)
         self._x = t[:, informative_columns(t)] if t.shape[1] else t
-        self._model: ExtraTreesRegressor | None = None
+        self._model: Any = None  # an ExtraTreesRegressor once fitted
 
     def _fit(self, x: np.ndarray, y: np.ndarray) -> None:
+        # imported here: scikit-learn's 1.5 s of import is for the model-based strategies alone
+        from sklearn.ensemble import ExtraTreesRegressor
+
         self._model = ExtraTreesRegressor(n_estimators=self.opts["n_trees"], min_samples_leaf=1,
                                           max_features=0.8, bootstrap=False, n_jobs=1,
                                           random_state=int(self.rng.integers(2**31)))

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
 
 from adaptune.search.base import Strategy
 from adaptune.search.neighbourhood import neighbours
@@ -30,9 +29,11 @@ def log_targets(values: np.ndarray) -> np.ndarray:
 
 def expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float, xi: float = 0.0) -> np.ndarray:
     """EI for minimisation; with sigma = 0 it falls back to the plain improvement."""
+    from scipy.special import ndtr  # imported here: SciPy's import is for the model-based strategies alone
+
     sigma = np.maximum(sigma, 1e-12)
     z = (best - mu - xi) / sigma
-    return (best - mu - xi) * norm.cdf(z) + sigma * norm.pdf(z)
+    return (best - mu - xi) * ndtr(z) + sigma * np.exp(-0.5 * z * z) / np.sqrt(2 * np.pi)  # Phi(z), phi(z)
 
 
 LIARS = (None, "min", "mean", "max")
