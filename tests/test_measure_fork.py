@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from adaptune.measure import process
-from adaptune.measure.fork import fork_refusal, mapped_driver
+from adaptune.measure.fork import fork_refusal, mapped_driver, open_device_file
 
 SCRIPT = r'''
 import ctypes, ctypes.util, json, os, threading
@@ -106,3 +106,14 @@ def test_this_process_has_the_driver_mapped_so_it_execs(monkeypatch):
     monkeypatch.setenv("ADAPTUNE_WORKER_START", "spawn")
     with pytest.raises(process.WorkerStartError, match="ADAPTUNE_WORKER_START='spawn' is not one of auto, fork, exec"):
         process.WorkerProcess()
+
+
+def test_an_open_gpu_device_file_refuses_the_fork(tmp_path):
+    """An initialised driver keeps its device file open (cuInit: /dev/nvidiactl); a loaded library alone does not."""
+    fds = tmp_path / "fd"
+    fds.mkdir()
+    (fds / "0").symlink_to("/dev/null")
+    (fds / "1").symlink_to(tmp_path / "a-file")
+    assert open_device_file(str(fds)) is None
+    (fds / "7").symlink_to("/dev/nvidiactl")
+    assert open_device_file(str(fds)) == "/dev/nvidiactl"

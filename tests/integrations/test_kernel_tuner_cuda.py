@@ -6,6 +6,10 @@ Skipped where CuPy or a GPU is missing (CI); the GPU run is ``pytest -q tests/in
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -99,3 +103,29 @@ def test_c_host_code_built_by_nvcc_for_this_gpu_on_mapped_memory(gpu_env, tmp_pa
                                        compiler_options=["-arch=sm_52"], quiet=True)  # an arch CUDA 13 rejects
     assert all("__error__" not in r for r in results), [r.get("adaptune_error") for r in results]
     assert all(r["time"] > 0 for r in results) and env["platform_name"] == "c"
+
+
+FORK_PROBE = """
+import json, sys
+import numpy as np
+import cupy  # loads CUDA's driver library; nothing is initialised yet
+from adaptune import tune_kernel
+
+source = "__global__ void add(float *c, const float *a, int n) { int i = blockIdx.x * block_size_x + threadIdx.x; if (i < n) c[i] = a[i] + 1.0f; }"
+n = 1 << 20
+args = [np.zeros(n, np.float32), np.ones(n, np.float32), np.int32(n)]
+starts = [tune_kernel("add", source, n, args, {"block_size_x": [128, 256]}, quiet=True)[1]["worker_start"]]
+cupy.zeros(1)  # a CUDA context in this process: a fork now would hand the child a dead one
+starts.append(tune_kernel("add", source, n, args, {"block_size_x": [512]}, quiet=True)[1]["worker_start"])
+print(json.dumps(starts))
+"""
+
+
+def test_the_worker_is_forked_after_importing_cupy_and_execd_once_cuda_is_initialised(tmp_path):
+    env = {**os.environ, "ADAPTUNE_DB": str(tmp_path / "adaptune.db")}
+    out = subprocess.run([sys.executable, "-c", FORK_PROBE], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    first, second = json.loads(out.stdout.strip().splitlines()[-1])
+    assert first == "fork"
+    assert second.startswith("exec (a device driver is initialised") and "/dev/nvidia" in second

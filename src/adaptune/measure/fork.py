@@ -3,7 +3,9 @@
 An exec'd worker (``python -m adaptune.measure.worker``) spends most of its start importing NumPy and adaptune
 (0.5 s of 1.1 s on an H100) before it opens the device. A child forked from a parent that has them imported
 goes straight to the device. Forking is safe only while this process holds no device driver (a CUDA or
-OpenCL context does not survive a fork: the child would hang or fail) and runs no other thread (one holding a
+OpenCL context does not survive a fork: the child would hang or fail). CUDA's driver library may be loaded (a
+script that imports CuPy or Kernel Tuner before tuning has it mapped): it holds no state until ``cuInit``, which
+opens ``/dev/nvidiactl`` and keeps it open, so an open device file is what refuses the fork there and runs no other thread (one holding a
 lock at the fork leaves it locked forever in the child). :func:`fork_refusal` says why not, from
 ``/proc/self/maps`` and the thread counts; anywhere but Linux the answer is always no. After the fork, the
 parent counts its threads again as the operating system sees them (a library's native threads are invisible to
@@ -30,17 +32,30 @@ import traceback
 import warnings
 from collections.abc import Callable
 
-#: shared libraries whose presence in this process makes a fork unsafe: device drivers and their runtimes
-DRIVER_LIBRARIES = ("libcuda.so", "libOpenCL.so", "libpocl.so", "libamdhip64.so")
+#: shared libraries whose presence in this process makes a fork unsafe: device drivers and their runtimes that
+#: may hold state (threads, platforms) as soon as they are used, with no device file to show it
+DRIVER_LIBRARIES = ("libOpenCL.so", "libpocl.so", "libamdhip64.so")
+#: device files a GPU driver opens when it is initialised (CUDA's cuInit, NVML, NVIDIA's OpenCL, ROCm)
+DEVICE_FILES = ("/dev/nvidia", "/dev/dri/", "/dev/kfd")
 
 
 def mapped_driver(maps_path: str = "/proc/self/maps") -> str | None:
-    """The first device driver library mapped into this process (its path), or None."""
+    """The first device driver library of :data:`DRIVER_LIBRARIES` mapped into this process (its path), or None."""
     with open(maps_path, encoding="utf-8", errors="replace") as maps:
         for line in maps:
             path = line.rstrip("\n").split(maxsplit=5)[-1]
             if os.path.basename(path).startswith(DRIVER_LIBRARIES):
                 return path
+    return None
+
+
+def open_device_file(fd_dir: str = "/proc/self/fd") -> str | None:
+    """The first GPU device file this process has open (a driver was initialised here), or None."""
+    for fd in os.listdir(fd_dir):
+        with contextlib.suppress(OSError):  # a descriptor closed since the listing
+            target = os.readlink(os.path.join(fd_dir, fd))
+            if target.startswith(DEVICE_FILES):
+                return target
     return None
 
 
@@ -71,9 +86,11 @@ def fork_refusal() -> str | None:
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return f"forking a worker is done on Linux only (this is {sys.platform})"
     try:
-        driver = mapped_driver()
+        device, driver = open_device_file(), mapped_driver()
     except OSError as exc:
-        return f"cannot read /proc/self/maps ({exc})"
+        return f"cannot read /proc/self ({exc})"
+    if device is not None:
+        return f"a device driver is initialised in this process ({device} is open)"
     if driver is not None:
         return f"a device driver is loaded in this process ({driver})"
     if threading.current_thread() is not threading.main_thread():
