@@ -55,6 +55,7 @@ gpu_suite() {  # round 4 of the GPU suite (issue 15); the report is named after 
 }
 
 hotpath_repeats() {  # issue 24: the spread of the cached flush between processes, baseline and this tree alternating
+  # (and pinned with taskset where HOTPATH_PIN names cores)
   local n=${1:-3} base=.carry/flush_base out i
   shift || true
   out=$(mkdir -p "$OUT/hotpath_repeats" && cd "$OUT/hotpath_repeats" && pwd)
@@ -69,6 +70,11 @@ hotpath_repeats() {  # issue 24: the spread of the cached flush between processe
     fi
     timeout 150 $PY -m benchmarks.hotpath.run --parts overhead "$@" --out "$out/new_$i" > "$out/new_$i.log" 2>&1
     elapsed "new $i"; grep -A3 "^| flush_host" "$out/new_$i.log" | head -3
+    if [ -n "${HOTPATH_PIN:-}" ]; then  # this tree again, pinned to the cores HOTPATH_PIN lists (taskset -c)
+      taskset -c "$HOTPATH_PIN" timeout 150 $PY -m benchmarks.hotpath.run --parts overhead "$@" --out "$out/pinned_$i" \
+          > "$out/pinned_$i.log" 2>&1
+      elapsed "pinned $i"; grep -A3 "^| flush_host" "$out/pinned_$i.log" | head -3
+    fi
   done
   $PY -m benchmarks.hotpath.repeats "$out" | tail -16
 }

@@ -19,7 +19,7 @@ from typing import Any
 from benchmarks.harness import markdown_table, write_results
 
 KEYS = ("flush_host_us_p50", "flush_host_us_p90", "flush_host_no_graph_us_p50", "record_and_flush_us_p50",
-        "jit_call_us_p50", "jit_call_no_graph_us_p50")
+        "jit_call_us_p50", "jit_call_no_graph_us_p50", "python_loop_us_before", "python_loop_us_after")
 PHASES = ("record", "collect", "key_and_lookup", "bind", "launch_and_alloc", "assign_and_stats")
 
 
@@ -35,6 +35,7 @@ def rows(folder: Path) -> list[dict[str, Any]]:
         if "error" in over:
             row["error"] = over["error"]
         row.update({k: over.get(k) for k in KEYS})
+        row["cpus"] = ",".join(map(str, over.get("cpus") or []))
         row.update({f"phase_{k}": over.get("phases_us_p50", {}).get(k) for k in PHASES})
         out.append(row)
     return out
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     if not table:
         raise SystemExit(f"no */hotpath_*.json under {args.folder}")
     summary = spread(table)
-    cols = ["run", "commit", *KEYS, *[f"phase_{k}" for k in PHASES]]
+    cols = ["run", "commit", "cpus", *KEYS, *[f"phase_{k}" for k in PHASES]]
     md = ("Host microseconds of the cached 2-op update, one process per row:\n\n"
           + markdown_table(table, cols) + "\nPer tree, over its processes (p50s):\n\n"
           + markdown_table(summary, ["tree", "number", "processes", "median", "min", "max"]))

@@ -68,9 +68,33 @@ def update_step(a: Any) -> None:
     a[...] = a * 0.5 + 1.0
 
 
+def python_loop_us() -> float:
+    """Median microseconds of a fixed loop of plain Python: a process slow at everything (a slower core or clock)
+    is slow here too, where a slower flush alone is not."""
+    samples = []
+    for _ in range(15):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(20_000):
+            total += i
+        samples.append((time.perf_counter() - t0) * 1e6)
+    return float(np.median(samples))
+
+
+def current_cpu() -> int | None:
+    """The core this process last ran on (``/proc/self/stat``'s field 39), None off Linux."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def overhead(n_calls: int) -> dict[str, Any]:
-    """Host time per call of the cached 2-op update: recorded + flushed, and jitted."""
-    out: dict[str, Any] = {"n": n_calls}
+    """Host time per call of the cached 2-op update: recorded + flushed, and jitted; with the process's plain
+    Python speed and cores before and after (``python_loop_us_*``, ``cpus``), to tell a slow process from a slow flush."""
+    out: dict[str, Any] = {"n": n_calls, "python_loop_us_before": python_loop_us(), "cpus": [current_cpu()],
+                           "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None}
     a = anp.asarray(np.ones(1024, np.float32))
     sess = lang_session.session()
     variants = (True, False) if sess.runtime.graphs else (False,)
@@ -115,6 +139,8 @@ def overhead(n_calls: int) -> dict[str, Any]:
     out["max_abs_err_changing_binding"] = changing_binding()
     out["phases_us_p50"] = flush_phases(n_calls)
     out["profile_top"] = profile_top(min(n_calls, 2000))
+    out["python_loop_us_after"] = python_loop_us()
+    out["cpus"].append(current_cpu())
     return out
 
 
