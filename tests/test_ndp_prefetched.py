@@ -88,3 +88,14 @@ def test_sizes_only_programs_pick_at_fix_time_and_bad_rules_are_refused(dev):
         PrefetchedSelector(prog, labels, tree, FULL)
     with pytest.raises(ndp.NdpError, match="not given: block"):
         PrefetchedSelector(row_sums.generate(dev), {"scalar": LABELS["scalar"]}, HOST, FULL)
+
+
+def test_a_pick_that_lands_after_forget_is_not_taken(dev):
+    prog = row_sums.generate(dev)
+    sel = PrefetchedSelector(prog, LABELS, HOST, FULL)
+    args, _ = _ragged(dev, "arrow", 4)
+    pending = sel.fix(*args)
+    sel.forget(*args)  # before or after the callback: either way the pick must not come back
+    assert _wait(pending) == "block"  # the callback still ran and made its pick
+    assert not sel.used_features(*args) and sel.select(*args) == "scalar"
+    assert _wait(sel.fix(*args)) == "block" and sel.select(*args) == "block"  # fixed again: taken
