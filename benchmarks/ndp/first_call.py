@@ -6,8 +6,11 @@ The selector is ``adaptune.lang.ndp.prefetched.PrefetchedSelector``: ``fix`` whe
 row-spread features (a side stream on CUDA), the host finishes them and the full rule's pick as they land (on
 another thread), and a call is a gate: that pick once it is there, else the host rule over sizes. Both rules are
 fitted on the training inputs only: the host rule is the distilled tree over the sizes
-(``Program.n_host_features``), the full rule the distilled tree over all features where its cross-validated
-fraction of oracle on the training inputs reaches ``TARGET``, else the ``cost`` model.
+(``Program.n_host_features``); the full rule the distilled tree over all features where its cross-validated
+fraction of oracle on the training inputs reaches ``TARGET``, else the ``cost`` model's student tree
+(``distilled.distil_model``: its pick costs ~1 us instead of the model's 5-10 us of NumPy on the thread that
+finishes the features, which a call soon after pays for in cold caches) where its cross-validated fraction is
+within ``AUTO_TIE`` of the model's on the same folds, else the ``cost`` model.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptune.adaptive.models import fit_model
+from adaptune.adaptive.models import AUTO_TIE
 from adaptune.kernels import distilled
 from adaptune.lang.ndp.prefetched import PrefetchedSelector
 from benchmarks.harness import time_host
@@ -52,9 +55,14 @@ def fit_rules(labels: list[str], x_train: np.ndarray, t_train: np.ndarray, n_hos
            "tree": tree["tree"], "tree_cv": tree["cv_fraction_of_oracle"]}
     if n_host == x_train.shape[1] or tree["cv_fraction_of_oracle"] >= TARGET:
         out.update(full=tree["tree"], full_kind="tree", full_cv=tree["cv_fraction_of_oracle"])
+        return out
+    model = distilled.distil_model(x_train, t_train, labels)
+    out.update(cost=model["teacher"], cost_cv=model["teacher_cv_fraction_of_oracle"], student=model["tree"],
+               student_cv=model["cv_fraction_of_oracle"])
+    if model["cv_fraction_of_oracle"] >= model["teacher_cv_fraction_of_oracle"] - AUTO_TIE:
+        out.update(full=model["tree"], full_kind="student", full_cv=model["cv_fraction_of_oracle"])
     else:
-        cost = fit_model("cost", x_train, t_train, t_train)
-        out.update(full=cost.params, full_kind="cost", full_cv=float(cost.cv_fraction or 0.0))
+        out.update(full=model["teacher"], full_kind="cost", full_cv=model["teacher_cv_fraction_of_oracle"])
     return out
 
 
@@ -156,14 +164,14 @@ def evaluate(prog: Any, available: Mapping[str, tuple[str, Mapping[str, Any]]], 
            "mean_fraction_of_oracle_not_landed": float(fraction(tte, labels, host_picks).mean()),
            "median_test_index": med, "run_ms_landed": landed_ms, "run_ms_not_landed": early_ms,
            "oracle_ms_at_median": float(np.min(tte[med])), **live}
-    if fit["full_kind"] != "tree":  # control: the same protocol with the distilled tree as the full rule, whose
-        # pick costs ~0.3 us on the finishing thread instead of the model's few NumPy calls: does the rule's cost
-        # reach the call?
-        tree_sel = PrefetchedSelector(prog, sel.labels, fit["host"], fit["tree"])
-        control = measure(tree_sel, rebuild(med), repeats, sync)
-        out["tree_rule_control"] = {
-            "mean_fraction_of_oracle_landed": float(fraction(tte, labels, picks(tree_sel, xte, prog.n_host_features)[1]).mean()),
-            "cv": fit["tree_cv"], "label_landed": control["label_landed"],
+    if fit["full_kind"] != "tree":  # control: the same protocol with the other of the cost model and its student
+        # as the full rule (~1 us a pick on the finishing thread against 5-10 us): does the rule's cost reach the call?
+        other = "cost" if fit["full_kind"] == "student" else "student"
+        other_sel = PrefetchedSelector(prog, sel.labels, fit["host"], fit[other])
+        control = measure(other_sel, rebuild(med), repeats, sync)
+        out["control"] = {
+            "full_rule": other, "cv": fit[f"{other}_cv"], "label_landed": control["label_landed"],
+            "mean_fraction_of_oracle_landed": float(fraction(tte, labels, picks(other_sel, xte, prog.n_host_features)[1]).mean()),
             "first_call_us_landed": control["first_call_us_landed"], "warm_us_landed": control["warm_us_landed"]}
     for path, ms in (("landed", landed_ms), ("not_landed", early_ms)):
         first = out[f"first_call_us_{path}"]

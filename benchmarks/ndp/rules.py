@@ -9,10 +9,12 @@ reduce's 42 us median run. Is the rule the reason? Two parts:
 
 ``rules``: candidate full rules fitted on the training inputs of the recorded run (``RECORDED``), each with its
 cross-validated fraction of oracle on those inputs (5 folds x 3 shuffles; a student is distilled again inside
-every fold from a teacher fitted on that fold), its mean fraction of oracle over the recorded test inputs, and
+every fold from a teacher fitted on that fold, ``adaptune.kernels.distilled.distil_model``; the cost model's on
+the same folds), its mean fraction of oracle over the recorded test inputs, and
 the cost of one pick timed here (fastest of 7 loops): the ``cost`` model; the distilled tree over all features
 (depth and leaf size by cross-validation); students: trees fitted to the ``cost`` model's predicted relative
-performance on ``resampled`` inputs (training inputs jittered by ``sd`` of each feature's range), deeper ones.
+performance on ``resampled`` inputs (training inputs jittered by ``sd`` of each feature's range,
+``distilled.student_tree``), deeper ones.
 
 ``handoff``: live on PoCL at one ragged input, interleaved ``repeats`` times per rule: fix, wait until the pick
 lands (made on the callback's thread), one call; the call's host cost with the ``cost`` model and with the
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptune.adaptive.compiled import compile_predictor, kernel_ridge_scores
+from adaptune.adaptive.compiled import compile_predictor
 from adaptune.adaptive.models import fit_model
 from adaptune.kernels import distilled
 from adaptune.lang.ndp.prefetched import PrefetchedSelector, compile_rule
@@ -43,40 +45,6 @@ STUDENTS = [(sd, depth) for sd in (0.05, 0.1) for depth in (4, 6, 8)]  # (jitter
 MIN_LEAF = 5
 
 
-def resampled(x: np.ndarray, n: int, sd: float, rng: np.random.Generator) -> np.ndarray:
-    """``n`` inputs near the training inputs: each a random training input plus Gaussian noise of ``sd`` times
-    every feature's range (the features are correlated: a box around them is mostly empty of real inputs)."""
-    span = np.ptp(x, axis=0)
-    base = x[rng.integers(len(x), size=n)]
-    return base + rng.normal(0.0, 1.0, base.shape) * sd * np.where(span > 0, span, 1.0)
-
-
-def student(teacher: Any, x: np.ndarray, names: list[str], n: int, sd: float, depth: int, seed: int
-            ) -> distilled.Tree:
-    """A tree fitted to the teacher's predicted relative performance on ``n`` resampled inputs (each leaf picks
-    the label of largest summed predicted fraction of oracle)."""
-    xs = resampled(x, n, sd, np.random.default_rng(seed))
-    scores = np.maximum(kernel_ridge_scores(teacher, xs), 1e-3)
-    return distilled.fit_tree(xs, 1.0 / scores, names, depth, MIN_LEAF)  # relative = score / best score
-
-
-def cv_students(x: np.ndarray, t: np.ndarray, names: list[str], n: int, folds: int = 5, repeats: int = 3
-                ) -> dict[tuple[float, int], float]:
-    """Per (jitter, depth) in ``STUDENTS``: the out-of-fold fraction of oracle of the whole recipe (the teacher
-    fitted on the fold, the student distilled from it)."""
-    rel = distilled.relative(t)
-    scores: dict[tuple[float, int], list[float]] = {c: [] for c in STUDENTS}
-    for r in range(repeats):
-        perm = np.random.default_rng(r).permutation(len(x))
-        for part in np.array_split(perm, folds):
-            train = np.setdiff1d(perm, part)
-            teacher = fit_model("cost", x[train], t[train], t[train], score_repeats=0).params
-            for sd, depth in STUDENTS:
-                tree = student(teacher, x[train], names, n, sd, depth, r)
-                scores[sd, depth].extend(rel[i, names.index(distilled.predict(tree, x[i]))] for i in part)
-    return {c: float(np.mean(v)) for c, v in scores.items()}
-
-
 def rules_part(doc: dict[str, Any], name: str, n: int) -> list[dict[str, Any]]:
     labels, xtr, ttr, xte, tte = first_call.matrices(doc["benchmarks"][name])
     cost = fit_model("cost", xtr, ttr, ttr)
@@ -84,10 +52,10 @@ def rules_part(doc: dict[str, Any], name: str, n: int) -> list[dict[str, Any]]:
     candidates: list[tuple[str, Any, float]] = [("cost model", cost.params, float(cost.cv_fraction or 0.0)),
                                                 (f"distilled tree (depth {tree['max_depth']})", tree["tree"],
                                                  tree["cv_fraction_of_oracle"])]
-    cv = cv_students(xtr, ttr, labels, n)
     for sd, depth in STUDENTS:
-        candidates.append((f"student: depth {depth}, jitter {sd}", student(cost.params, xtr, labels, n, sd, depth, 0),
-                           cv[sd, depth]))
+        d = distilled.distil_model(xtr, ttr, labels, resampled=n, jitter=sd, max_depth=depth, min_leaf=MIN_LEAF)
+        candidates.append((f"student: depth {depth}, jitter {sd}", d["tree"], d["cv_fraction_of_oracle"]))
+        candidates[0] = ("cost model", cost.params, d["teacher_cv_fraction_of_oracle"])  # on the students' folds
     teacher = compile_predictor(cost.params)
     teacher_picks = [labels[int(teacher(r))] for r in xte]
     rows = []

@@ -858,16 +858,17 @@ def first_call_details(bm: dict[str, Any]) -> str:
             f"{(fc['fix_us'] or {}).get('p50', float('nan')):.1f} us, landed "
             f"{(fc['landed_after_fix_us'] or {}).get('p50', float('nan')):.0f} us after it "
             f"({100 * fc['landed_before_early_call_share']:.0f} % of the early calls found them landed)"
-            + control_text(fc.get("tree_rule_control")))
+            + control_text(fc.get("control")))
     return "\n".join(lines)
 
 
 def control_text(c: dict[str, Any] | None) -> str:
-    """The tree-rule control of a computation whose full rule is a model (``first_call.evaluate``)."""
+    """The control of a computation whose full rule is the cost model or its student: the other one
+    (``first_call.evaluate``)."""
     if not c:
         return ""
     first = c["first_call_us_landed"] or {}
-    return (f"; control with the distilled tree as the full rule (fraction {c['mean_fraction_of_oracle_landed']:.3f}, "
+    return (f"; control with the {c['full_rule']} rule (fraction {c['mean_fraction_of_oracle_landed']:.3f}, "
             f"cv {c['cv']:.3f}): first call landed {first.get('p50', float('nan')):.2f} us (p10 "
             f"{first.get('p10', float('nan')):.2f}, p90 {first.get('p90', float('nan')):.2f}), warm "
             f"{c['warm_us_landed']:.2f} us")

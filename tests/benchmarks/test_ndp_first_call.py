@@ -45,4 +45,4 @@ def test_evaluate_reports_the_rules_picks_and_the_landed_call_takes_the_full_rul
     assert out["landed_share_of_repeats"] == 1.0 and len(out["samples"]) == 3
     assert out["run_ms_landed"] == tte[med, labels.index(out["label_landed"])]
     assert out["first_call_share_landed"] == pytest.approx(out["first_call_us_landed"]["p50"] * 1e-3 / out["run_ms_landed"])
-    assert np.isfinite(out["warm_share_not_landed"]) and "tree_rule_control" not in out
+    assert np.isfinite(out["warm_share_not_landed"]) and "control" not in out
