@@ -17,8 +17,8 @@ performance on ``resampled`` inputs (training inputs jittered by ``sd`` of each 
 ``distilled.student_tree``), deeper ones.
 
 ``handoff``: live on PoCL at one ragged input, interleaved ``repeats`` times per rule: fix, wait until the pick
-lands (made on the callback's thread), one call; the call's host cost with the ``cost`` model and with the
-distilled tree as the full rule (the call itself reads the landed pick either way).
+lands (made on the callback's thread), one call; the call's host cost with the ``cost`` model, with the
+model's student tree and the distilled tree as the full rule (the call itself reads the landed pick either way).
 """
 
 from __future__ import annotations
@@ -74,18 +74,17 @@ def rules_part(doc: dict[str, Any], name: str, n: int) -> list[dict[str, Any]]:
 
 
 def handoff_part(doc: dict[str, Any], repeats: int) -> list[dict[str, Any]]:
-    """The call right after the pick lands on PoCL, the ``cost`` model vs the distilled tree as the full rule."""
+    """The call right after the pick lands on PoCL, with the ``cost`` model, its student and the distilled tree as
+    the full rule (``first_call.fit_rules``'s)."""
     b = ndp_run.Bench("opencl")
     prog = ndp_run.row_sums.generate(b.dev, reuse_outputs=True)
     available = ndp_run.labels_of(b, "segreduce", prog)
     labels, xtr, ttr, _, _ = first_call.matrices(doc["benchmarks"]["segreduce"], set(available))
     fit = first_call.fit_rules(labels, xtr, ttr, prog.n_host_features)
-    cost = fit_model("cost", xtr, ttr, ttr).params
     values, offsets, _ = ndp_run.ragged(b, "power_law", 20000, 20.0, 5)
     arrays = (b.upload(values), b.upload(offsets))
-    sels = {"cost model": PrefetchedSelector(prog, {lab: available[lab] for lab in labels}, fit["host"], cost),
-            "distilled tree": PrefetchedSelector(prog, {lab: available[lab] for lab in labels}, fit["host"],
-                                                 fit["tree"])}
+    sels = {what: PrefetchedSelector(prog, {lab: available[lab] for lab in labels}, fit["host"], fit[key])
+            for what, key in (("cost model", "cost"), ("student tree", "student"), ("distilled tree", "tree"))}
     samples: dict[str, list[float]] = {k: [] for k in sels}
     for sel in sels.values():  # warm: compile the kernels, first callbacks
         first_call.wait_landed(sel.fix(*arrays))
