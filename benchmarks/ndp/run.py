@@ -709,7 +709,7 @@ def median_input(b: Bench, name: str, index: int, scale: float, seed: int) -> tu
     return (x,)
 
 
-FIRST_CALL = {"repeats": 30}  # set from --first-call-repeats
+FIRST_CALL = {"repeats": 50}  # set from --first-call-repeats
 
 
 def add_first_call(b: Bench, name: str, prog: Any, result: dict[str, Any], scale: float, seed: int,
@@ -975,7 +975,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=2024)  # the GPU suite's seed: the same matrices
     p.add_argument("--parts", nargs="+", default=["spmv", "segreduce", "scan", "compact"])
     p.add_argument("--model", default="auto", help="selection model kind (adaptive layer), default auto")
-    p.add_argument("--first-call-repeats", type=int, default=30, help="fixes per computation for the first call")
+    p.add_argument("--first-call-repeats", type=int, default=50, help="fixes per computation for the first call")
     p.add_argument("--reanalyse", help="refit the selection from the records of an existing results JSON")
     p.add_argument("--report", help="write markdown + PNG next to an existing results JSON and exit")
     args = parse_study_args(p, argv, smoke={"device": "opencl", "scale": 0.04, "parts": ["spmv"]})
