@@ -7,7 +7,7 @@ model reaches 0.96. So, as ``adaptune.kernels.prefetched`` does for the GPU suit
 when the inputs are bound (``Program.prefetch_features``: a side stream on CUDA, a non-blocking copy on
 OpenCL) and the host finishes the vector *and the full model's pick* as soon as the copies land (CUDA's
 host-function thread, an OpenCL event callback), while the caller does other work. The call is a gate: the
-pick is there -> use it (one dict lookup and an attribute read); else the host rule over the sizes only.
+pick is there -> use it (one dict lookup of the landed picks); else the host rule over the sizes only.
 
 A rule is a distilled tree (``adaptune.kernels.distilled``: plain dicts over feature positions) or a fitted
 model's ``ModelParams`` (``compile_predictor``; its index is a position in ``labels``).
