@@ -120,3 +120,21 @@ def test_the_cost_models_student_picks_as_the_model_at_landing_and_the_outputs_a
         assert by_model.select(*args) == by_student.select(*args) == want
         np.testing.assert_allclose(dev.to_host(by_student(*args)), dev.to_host(by_model(*args)), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(dev.to_host(by_student(*args)), ref, rtol=1e-4, atol=1e-3)
+
+
+def test_the_row_spread_has_the_bits_of_numpys_std_on_both_paths():
+    from adaptune.lang.ndp.program import SAMPLE_ROWS, _spread_of_offsets, _spread_of_sample
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        rows = int(rng.integers(1, 3000))
+        offsets = np.concatenate([[0], np.cumsum(rng.integers(0, rng.integers(1, 500), rows))]).astype(np.int32)
+        avg = offsets[-1] / rows
+        lengths = np.diff(offsets)
+        sample = lengths[:: max(1, rows // SAMPLE_ROWS)].astype(np.float64)
+        mean = sample.mean()
+        want = [float(sample.std() / mean) if mean > 0 else 0.0, float(np.log2((1 + lengths.max()) / (1 + avg)))]
+        assert _spread_of_offsets(offsets, rows, avg) == pytest.approx(want, rel=1e-15, abs=0)
+        assert _spread_of_offsets(offsets, rows, avg)[0] == want[0]  # the same bits: trees split on them
+        device = np.concatenate([[lengths.max()], lengths[:: max(1, rows // SAMPLE_ROWS)]]).astype(np.int32)
+        assert _spread_of_sample(device, avg) == _spread_of_offsets(offsets, rows, avg)
