@@ -805,7 +805,9 @@ def summary_table(rep: dict[str, Any]) -> str:
 FIRST_CALL_TEXT = (
     "Selector columns: `adaptune.lang.ndp.prefetched.PrefetchedSelector` with rules fitted on this run's training "
     "inputs (`benchmarks/ndp/first_call.py`: the host rule a distilled tree over sizes; the full rule the distilled "
-    "tree over all features where its cross-validated fraction of oracle reaches 0.95, else the `cost` model); "
+    "tree over all features where its cross-validated fraction of oracle reaches 0.95, else the `cost` model's "
+    "student tree (`distilled.distil_model`) where it ties the model cross-validated on the same folds, else the "
+    "model; the other of the two is measured the same way as a control); "
     "fraction of oracle over the test inputs (recorded times) of the full rule's picks (landed) and the host "
     "rule's (not landed). At the median test input (by the landed pick's run time), rebuilt after the part, "
     "{repeats} times: `fix`, one call right after it (not landed unless the features were already there), wait "
