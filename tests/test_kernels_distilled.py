@@ -173,3 +173,24 @@ def test_a_tree_over_device_features_falls_back_where_refused(dev):
 def test_unknown_variants_are_refused():
     with pytest.raises(ValueError, match="cusparse_alg1"):
         DistilledDispatch("spmv", {"leaf": "cusparse_alg1"}, spmv.variants(with_libraries=False), "csr_scalar")
+
+
+def test_a_student_of_the_cost_model_picks_as_its_teacher_and_is_scored_on_the_same_folds():
+    from adaptune.adaptive.compiled import compile_predictor
+
+    x, t = _costs(np.random.default_rng(7), 40)
+    x = np.log2(x + 1)  # the features a model sees: log sizes
+    names = ["a", "b", "c"]
+    d = distilled.distil_model(x, t, names, resampled=1500, folds=3, repeats=1)
+    teacher = compile_predictor(d["teacher"])
+    assert d["teacher"].kind == "kernel_ridge" and distilled.tree_depth(d["tree"]) <= 8
+    student = np.array([distilled.predict(d["tree"], r) for r in x])
+    taught = np.array([names[int(teacher(r))] for r in x])
+    best = np.array(names)[t.argmin(axis=1)]
+    assert np.mean(student == taught) >= 0.9 and {"a", "b"} <= set(student)
+    clear = (np.abs(x[:, 0] - np.log2(1000)) > 1.5) & (taught == best)  # away from the winner's change, where
+    assert clear.sum() >= 20 and np.array_equal(student[clear], taught[clear])  # the teacher is right
+    assert 0.95 <= d["cv_fraction_of_oracle"] <= 1.0 and 0.95 <= d["teacher_cv_fraction_of_oracle"] <= 1.0
+    assert distilled.student_tree(d["teacher"], x, names, resampled=1500) == d["tree"]  # deterministic
+    near = distilled.resample(x, 1000, 0.1, np.random.default_rng(0))
+    assert near.shape == (1000, 2) and np.all(np.abs(near - x.mean(0)) < 10 * np.ptp(x, axis=0))

@@ -88,3 +88,53 @@ def test_sizes_only_programs_pick_at_fix_time_and_bad_rules_are_refused(dev):
         PrefetchedSelector(prog, labels, tree, FULL)
     with pytest.raises(ndp.NdpError, match="not given: block"):
         PrefetchedSelector(row_sums.generate(dev), {"scalar": LABELS["scalar"]}, HOST, FULL)
+
+
+def test_a_pick_that_lands_after_forget_is_not_taken(dev):
+    prog = row_sums.generate(dev)
+    sel = PrefetchedSelector(prog, LABELS, HOST, FULL)
+    args, _ = _ragged(dev, "arrow", 4)
+    pending = sel.fix(*args)
+    sel.forget(*args)  # before or after the callback: either way the pick must not come back
+    assert _wait(pending) == "block"  # the callback still ran and made its pick
+    assert not sel.used_features(*args) and sel.select(*args) == "scalar"
+    assert _wait(sel.fix(*args)) == "block" and sel.select(*args) == "block"  # fixed again: taken
+
+
+def test_the_cost_models_student_picks_as_the_model_at_landing_and_the_outputs_are_equal(dev):
+    from adaptune.kernels import distilled
+
+    prog = row_sums.generate(dev)
+    cases = [_ragged(dev, f, s) for f, s in (("constant_row", 1), ("arrow", 3), ("power_law", 2))]
+    x = np.array([prog.features(*a) for a, _ in cases])
+    assert (x[:, 3] > 2.0).any() and (x[:, 3] <= 2.0).any()  # both labels win somewhere
+    rng = np.random.default_rng(0)  # training rows around them: "block" wins where the longest row is long
+    xt = np.repeat(x, 8, axis=0) + rng.normal(0, 0.05, (24, x.shape[1]))
+    costs = np.where(xt[:, 3:] > 2.0, [[3.0, 1.0]], [[1.0, 3.0]])
+    model = fit_model("cost", xt, costs)
+    student = distilled.student_tree(model.params, xt, list(LABELS), resampled=1000)
+    by_model, by_student = (PrefetchedSelector(prog, LABELS, HOST, rule) for rule in (model.params, student))
+    for (args, ref), row in zip(cases, x, strict=True):
+        want = "block" if row[3] > 2.0 else "scalar"
+        assert _wait(by_model.fix(*args)) == _wait(by_student.fix(*args)) == want
+        assert by_model.select(*args) == by_student.select(*args) == want
+        np.testing.assert_allclose(dev.to_host(by_student(*args)), dev.to_host(by_model(*args)), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(dev.to_host(by_student(*args)), ref, rtol=1e-4, atol=1e-3)
+
+
+def test_the_row_spread_has_the_bits_of_numpys_std_on_both_paths():
+    from adaptune.lang.ndp.program import SAMPLE_ROWS, _spread_of_offsets, _spread_of_sample
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        rows = int(rng.integers(1, 3000))
+        offsets = np.concatenate([[0], np.cumsum(rng.integers(0, rng.integers(1, 500), rows))]).astype(np.int32)
+        avg = offsets[-1] / rows
+        lengths = np.diff(offsets)
+        sample = lengths[:: max(1, rows // SAMPLE_ROWS)].astype(np.float64)
+        mean = sample.mean()
+        want = [float(sample.std() / mean) if mean > 0 else 0.0, float(np.log2((1 + lengths.max()) / (1 + avg)))]
+        assert _spread_of_offsets(offsets, rows, avg) == pytest.approx(want, rel=1e-15, abs=0)
+        assert _spread_of_offsets(offsets, rows, avg)[0] == want[0]  # the same bits: trees split on them
+        device = np.concatenate([[lengths.max()], lengths[:: max(1, rows // SAMPLE_ROWS)]]).astype(np.int32)
+        assert _spread_of_sample(device, avg) == _spread_of_offsets(offsets, rows, avg)

@@ -29,8 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from adaptune.adaptive.models import fit_model
-from adaptune.kernels import distilled
 from adaptune.lang.ndp.prefetched import PrefetchedSelector
 from benchmarks.harness import (
     device_tag,
@@ -41,12 +39,11 @@ from benchmarks.harness import (
     study_parser,
     write_results,
 )
+from benchmarks.ndp import first_call
 from benchmarks.ndp import run as ndp_run
 
 RECORDED = Path("benchmarks/ndp/results/ndp_h100.json")
 COMPUTATIONS = ("spmv", "segreduce", "scan", "compact")
-BUDGET = 0.05  # selection share of the median run (issue 24)
-TARGET = 0.95  # mean fraction of oracle
 COMPUTATION = {"spmv": ndp_run.spmv, "segreduce": ndp_run.row_sums, "scan": ndp_run.exclusive_scan,
                "compact": ndp_run.compact}
 
@@ -54,72 +51,14 @@ COMPUTATION = {"spmv": ndp_run.spmv, "segreduce": ndp_run.row_sums, "scan": ndp_
 # ------------------------------------------------------------------------------------------- rules
 
 
-def recorded(doc: dict[str, Any], name: str, keep: set[str] | None = None
-             ) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(labels, train features, train times, test features, test times) of one recorded computation
-    (``keep``: only these labels, for a device that lacks some)."""
-    b = doc["benchmarks"][name]
-    labels = [lab["label"] if isinstance(lab, dict) else lab for lab in (b.get("labels") or b["names"])]
-    labels = [lab for lab in labels if keep is None or lab in keep]
-
-    def matrix(records: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
-        x = np.array([r["features"] for r in records], float)
-        c = np.array([[r["gen_ms"].get(k) if r["gen_ms"].get(k) is not None else np.inf for k in labels]
-                      for r in records], float)
-        return x, c
-
-    return (labels, *matrix(b["records"]["train"]), *matrix(b["records"]["test"]))
-
-
-def fit_rules(labels: list[str], x_train: np.ndarray, t_train: np.ndarray, n_host: int) -> dict[str, Any]:
-    """The host tree over the first ``n_host`` features and the full rule (see the module docstring)."""
-    host = distilled.distil(x_train[:, :n_host], t_train, labels)
-    tree = distilled.distil(x_train, t_train, labels)
-    out = {"host": host["tree"], "host_cv": host["cv_fraction_of_oracle"], "host_depth": host["max_depth"],
-           "tree_cv": tree["cv_fraction_of_oracle"]}
-    if n_host == x_train.shape[1] or tree["cv_fraction_of_oracle"] >= TARGET:
-        out.update(full=tree["tree"], full_kind="tree", full_cv=tree["cv_fraction_of_oracle"])
-    else:
-        cost = fit_model("cost", x_train, t_train, t_train)
-        out.update(full=cost.params, full_kind="cost", full_cv=float(cost.cv_fraction or 0.0))
-    return out
-
-
-def picks(sel: PrefetchedSelector, x: np.ndarray, n_host: int) -> tuple[list[str], list[str]]:
-    """Per recorded input: the host rule's label and the full rule's (what the gate returns on either path)."""
-    return [sel.pick_host(list(r[:n_host])) for r in x], [sel.pick_full(list(r)) for r in x]
-
-
-def fraction(times: np.ndarray, labels: list[str], chosen: list[str], extra_ms: float = 0.0) -> np.ndarray:
-    """Per input: best label's time / (chosen label's time + ``extra_ms``)."""
-    best = np.min(times, axis=1)
-    got = times[np.arange(len(times)), [labels.index(c) for c in chosen]]
-    return np.where(np.isfinite(got), best / (got + extra_ms), 0.0)
-
-
-def median_index(times: np.ndarray, labels: list[str], chosen: list[str]) -> int:
-    """The median test input by the selector's own run time (the issue's 'median run')."""
-    run_ms = times[np.arange(len(times)), [labels.index(c) for c in chosen]]
-    return int(np.argsort(run_ms)[len(run_ms) // 2])
-
-
-def labels_of(b: ndp_run.Bench, name: str, prog: Any) -> dict[str, tuple[str, dict[str, Any]]]:
-    """label -> (variant, policy) as the recorded run named them."""
-    if name == "spmv":
-        return {lab: (v, p) for lab, v, p, _ in ndp_run.spmv_labels(b.cuda)}
-    if name == "segreduce":
-        return {lab: (v, p) for lab, v, p in ndp_run.seg_labels(b.cuda)}
-    return {lab: (prog.default_variant, p) for lab, p in ndp_run.flat_labels(prog, name)}
-
-
 def selector(b: ndp_run.Bench, doc: dict[str, Any], name: str) -> tuple[Any, PrefetchedSelector, dict[str, Any],
                                                                           tuple[np.ndarray, ...], list[str]]:
     """The computation's Program on this device, its selector with rules fitted on the recorded training
     inputs, the fit's description, the recorded matrices and labels."""
     prog = COMPUTATION[name].generate(b.dev, reuse_outputs=True)
-    available = labels_of(b, name, prog)
-    labels, xtr, ttr, xte, tte = recorded(doc, name, set(available))
-    fit = fit_rules(labels, xtr, ttr, prog.n_host_features)
+    available = ndp_run.labels_of(b, name, prog)
+    labels, xtr, ttr, xte, tte = first_call.matrices(doc["benchmarks"][name], set(available))
+    fit = first_call.fit_rules(labels, xtr, ttr, prog.n_host_features)
     sel = PrefetchedSelector(prog, {lab: available[lab] for lab in labels}, fit["host"], fit["full"])
     return prog, sel, fit, (xtr, ttr, xte, tte), labels
 
@@ -146,8 +85,8 @@ def offline(b: ndp_run.Bench, doc: dict[str, Any], names: tuple[str, ...]) -> li
     for name in names:
         prog, sel, fit, (_, _, xte, tte), labels = selector(b, doc, name)
         n_host = prog.n_host_features
-        host_picks, full_picks = picks(sel, xte, n_host)
-        med = median_index(tte, labels, full_picks)
+        host_picks, full_picks = first_call.picks(sel, xte, n_host)
+        med = first_call.median_index(tte, labels, full_picks)
         run_ms = float(tte[med, labels.index(full_picks[med])])
         arrays = stand_in(name, doc["benchmarks"][name]["records"]["test"][med])
         sel.forget(*arrays)
@@ -159,9 +98,9 @@ def offline(b: ndp_run.Bench, doc: dict[str, Any], names: tuple[str, ...]) -> li
             "computation": name, "n_train": len(old["records"]["train"]), "n_test": len(tte), "labels": len(labels),
             "host_rule": f"tree depth {fit['host_depth']} over {n_host} size feature(s)", "host_cv": fit["host_cv"],
             "full_rule": fit["full_kind"], "full_cv": fit["full_cv"], "distilled_full_tree_cv": fit["tree_cv"],
-            "fraction_features_landed": float(fraction(tte, labels, full_picks).mean()),
-            "fraction_not_landed": float(fraction(tte, labels, host_picks).mean()),
-            "first_call_fraction_landed": float(fraction(tte, labels, full_picks, landed_us * 1e-3).mean()),
+            "fraction_features_landed": float(first_call.fraction(tte, labels, full_picks).mean()),
+            "fraction_not_landed": float(first_call.fraction(tte, labels, host_picks).mean()),
+            "first_call_fraction_landed": float(first_call.fraction(tte, labels, full_picks, landed_us * 1e-3).mean()),
             "median_input_run_ms": run_ms, "gate_us_landed": landed_us, "gate_us_not_landed": host_us,
             "share_landed": landed_us * 1e-3 / run_ms, "share_not_landed": host_us * 1e-3 / run_ms,
             "old_fraction": old["mean_fraction_of_oracle"],
@@ -169,8 +108,8 @@ def offline(b: ndp_run.Bench, doc: dict[str, Any], names: tuple[str, ...]) -> li
             "median_test_index": med,
         })
         r = rows[-1]
-        r["meets_landed"] = r["share_landed"] <= BUDGET and r["fraction_features_landed"] >= TARGET
-        r["meets_not_landed"] = r["share_not_landed"] <= BUDGET and r["fraction_not_landed"] >= TARGET
+        r["meets_landed"] = r["share_landed"] <= first_call.BUDGET and r["fraction_features_landed"] >= first_call.TARGET
+        r["meets_not_landed"] = r["share_not_landed"] <= first_call.BUDGET and r["fraction_not_landed"] >= first_call.TARGET
     return rows
 
 
@@ -182,91 +121,31 @@ OFFLINE_COLUMNS = ["computation", "full_rule", "fraction_features_landed", "frac
 # --------------------------------------------------------------------------------------------- live
 
 
-def median_input(b: ndp_run.Bench, name: str, index: int, scale: float, seed: int) -> tuple[Any, ...]:
-    """The ``index``-th test input of the recorded run's generator, rebuilt on this device."""
-    if name == "spmv":
-        _, test = ndp_run.spmv_specs(b, scale, seed)
-        args, _, _ = ndp_run.build_matrix(b, test[min(index, len(test) - 1)])
-        return args
-    if name == "segreduce":
-        test = [p for part, _, p in ndp_run.seg_inputs(b, scale, seed) if part == "test"]
-        family, nnz, avg, input_seed = test[min(index, len(test) - 1)]
-        values, offsets, _ = ndp_run.ragged(b, family, nnz, avg, input_seed)
-        return (values, b.xp.asarray(offsets)) if b.cuda else (b.upload(values), b.upload(offsets))
-    test = [p for part, _, p in ndp_run.flat_inputs(b, scale, seed, name) if part == "test"]
-    x, _ = ndp_run.flat_data(b, name, *test[min(index, len(test) - 1)])
-    return (x,)
-
-
-def wait_landed(pending: Any, limit_s: float = 1.0) -> float | None:
-    """Seconds until the pending pick is on the host (polled, giving the GIL to the finishing thread); None
-    when it did not land within ``limit_s``."""
-    t0 = time.perf_counter()
-    while pending.value is None:
-        if time.perf_counter() - t0 > limit_s:
-            return None
-        time.sleep(0)  # gives the GIL to the finishing thread
-    return time.perf_counter() - t0
-
-
 def live_one(b: ndp_run.Bench, doc: dict[str, Any], name: str, scale: float, seed: int, repeats: int
              ) -> dict[str, Any]:
     prog, sel, fit, (_, _, xte, tte), labels = selector(b, doc, name)
-    host_picks, full_picks = picks(sel, xte, prog.n_host_features)
-    med = median_index(tte, labels, full_picks)
-    arrays = median_input(b, name, med, scale, seed)
+    host_picks, full_picks = first_call.picks(sel, xte, prog.n_host_features)
+    med = first_call.median_index(tte, labels, full_picks)
+    arrays = ndp_run.median_input(b, name, med, scale, seed)
     ms = b.time_many({lab: prog.bind(v, *arrays, **p) for lab, (v, p) in sel.labels.items()})
     best = min(ms.values())
-    wait_landed(sel.fix(*arrays))  # warm: the spread's kernels compile on first use
-    sel.forget(*arrays)
-    samples = []
-    for _ in range(repeats):
-        b.dev.synchronize()
-        t0 = time.perf_counter()
-        pending = sel.fix(*arrays)
-        t1 = time.perf_counter()
-        ready = pending.value is not None
-        early = sel.select(*arrays)
-        t2 = time.perf_counter()
-        landed_s = wait_landed(pending)
-        t3 = time.perf_counter()
-        late = sel.select(*arrays)
-        t4 = time.perf_counter()
-        samples.append({"fix_us": (t1 - t0) * 1e6, "early_us": (t2 - t1) * 1e6, "early_label": early,
-                        "landed_before_early_call": ready, "landed_after_fix_us": None if landed_s is None else
-                        (t3 - t0) * 1e6, "late_us": (t4 - t3) * 1e6, "late_label": late,
-                        "late_used_features": sel.used_features(*arrays)})
-        sel.forget(*arrays)
-    host_loop_us = fastest_us(lambda: sel.select(*arrays), 500)
-    wait_landed(sel.fix(*arrays))
-    landed_loop_us = fastest_us(lambda: sel.select(*arrays), 500)
-    sel.forget(*arrays)
-
-    def med_of(key: str) -> float | None:
-        vals = [s[key] for s in samples if s[key] is not None]
-        return float(np.median(vals)) if vals else None
-
-    late_label = max(set(s["late_label"] for s in samples), key=[s["late_label"] for s in samples].count)
-    early_label = max(set(s["early_label"] for s in samples), key=[s["early_label"] for s in samples].count)
-    run_ms = ms[late_label]
+    live = first_call.measure(sel, arrays, repeats, b.dev.synchronize)
+    late, early = live["label_landed"], live["label_not_landed"]
     out = {"computation": name, "median_test_index": med, "label_ms": ms, "oracle_label": min(ms, key=ms.get),
-           "full_rule": fit["full_kind"], "label_landed": late_label, "label_not_landed": early_label,
-           "fraction_landed_at_input": best / run_ms, "fraction_not_landed_at_input": best / ms[early_label],
-           "run_ms": run_ms, "first_call_us_landed": med_of("late_us"), "first_call_us_not_landed": med_of("early_us"),
-           "loop_us_landed": landed_loop_us, "loop_us_not_landed": host_loop_us, "fix_us": med_of("fix_us"),
-           "landed_after_fix_us": med_of("landed_after_fix_us"),
-           "landed_share_of_repeats": float(np.mean([s["late_used_features"] for s in samples])),
-           "landed_before_early_call_share": float(np.mean([s["landed_before_early_call"] for s in samples])),
-           "samples": samples}
-    out["share_landed"] = out["first_call_us_landed"] * 1e-3 / run_ms
-    out["share_not_landed"] = out["first_call_us_not_landed"] * 1e-3 / ms[early_label]
-    out["recorded_test_fraction_landed"] = float(fraction(tte, labels, full_picks).mean())
-    out["recorded_test_fraction_not_landed"] = float(fraction(tte, labels, host_picks).mean())
+           "full_rule": fit["full_kind"], "fraction_landed_at_input": best / ms[late],
+           "fraction_not_landed_at_input": best / ms[early], "run_ms": ms[late], **live}
+    for path, run_ms in (("landed", ms[late]), ("not_landed", ms[early])):
+        out[f"first_call_us_{path}"] = (out[f"first_call_us_{path}"] or {}).get("p50")
+        out[f"share_{path}"] = out[f"first_call_us_{path}"] * 1e-3 / run_ms
+    for key in ("fix_us", "landed_after_fix_us"):
+        out[key] = (out[key] or {}).get("p50")
+    out["recorded_test_fraction_landed"] = float(first_call.fraction(tte, labels, full_picks).mean())
+    out["recorded_test_fraction_not_landed"] = float(first_call.fraction(tte, labels, host_picks).mean())
     return out
 
 
-LIVE_COLUMNS = ["computation", "full_rule", "run_ms", "first_call_us_landed", "loop_us_landed", "share_landed",
-                "fraction_landed_at_input", "first_call_us_not_landed", "loop_us_not_landed", "share_not_landed",
+LIVE_COLUMNS = ["computation", "full_rule", "run_ms", "first_call_us_landed", "warm_us_landed", "share_landed",
+                "fraction_landed_at_input", "first_call_us_not_landed", "warm_us_not_landed", "share_not_landed",
                 "fraction_not_landed_at_input", "fix_us", "landed_after_fix_us", "landed_share_of_repeats",
                 "landed_before_early_call_share"]
 
@@ -292,7 +171,7 @@ def run(args: argparse.Namespace) -> Path:
     doc = json.loads(Path(args.recorded).read_text())
     device = ndp_run.device_description(b)
     data: dict[str, Any] = {"recorded": args.recorded, "recorded_commit": doc.get("commit"),
-                            "budget": BUDGET, "target_fraction": TARGET, "device": device}
+                            "budget": first_call.BUDGET, "target_fraction": first_call.TARGET, "device": device}
     if not args.live:
         data["rows"] = offline(b, doc, tuple(args.parts))
         return write_results(args.out, "ndp_prefetched_offline", data, table=markdown_table(data["rows"], OFFLINE_COLUMNS),
@@ -321,7 +200,7 @@ run's selector (auto model, features computed at the call)."""
 LIVE_NOTES = """`share_*`: the call's host cost over that path's label's run at the input. At each computation's median test input (the offline analysis's, rebuilt on the device): every label
 timed round-robin (CUDA events); `first_call_us_*`: medians over the repeats of one `select` right after `fix`
 (not_landed; `landed_before_early_call_share` says how often they were already there) and one after the pick
-landed (landed); `loop_us_*`: the fastest of 7 loops of 500 calls; `landed_after_fix_us`: from `fix` until the
+landed (landed); `warm_us_*`: p50 of 25 calls after one (the main run's old `feature_us` method); `landed_after_fix_us`: from `fix` until the
 pick was on the host (polled, yielding the GIL between reads); `fix_us`: the host cost of `fix` (at binding, not at the call)."""
 
 

@@ -47,6 +47,7 @@ from benchmarks.harness import (  # noqa: E402
     time_device,
     time_host,
 )
+from benchmarks.ndp import first_call  # noqa: E402
 
 THRESHOLD = 0.5
 
@@ -286,6 +287,7 @@ def run_spmv(b: Bench, scale: float, seed: int, log: Callable[[str], None]) -> d
               "dispatch_model": sel["fitted"].kind, "n_train": len(train), "n_test": len(test),
               "run_overhead_us": records["test"][0].get("run_overhead_us")}
     result.update(spmv_summary(result))
+    add_first_call(b, "spmv", prog, result, scale, seed, log)
     return result
 
 
@@ -508,8 +510,10 @@ def run_segreduce(b: Bench, scale: float, seed: int, log: Callable[[str], None])
         b.free()
         if i % 10 == 0:
             log(f"segreduce {part} {i + 1} {family} rows={rows} avg={avg:.1f}")
-    return flat_summary(records, [lab for lab, *_ in labels], "segmented row sums (map.reduce over nest)",
-                        "per input the best of cuSPARSE csr @ ones and torch.segment_reduce (CUB)")
+    out = flat_summary(records, [lab for lab, *_ in labels], "segmented row sums (map.reduce over nest)",
+                       "per input the best of cuSPARSE csr @ ones and torch.segment_reduce (CUB)")
+    add_first_call(b, "segreduce", prog, out, scale, seed, log)
+    return out
 
 
 def time_with_peers(b: Bench, rec: dict[str, Any], timed: dict[str, Callable[[], Any]],
@@ -655,6 +659,7 @@ def run_scan_compact(b: Bench, scale: float, seed: int, which: str, log: Callabl
     out = flat_summary(records, [lab for lab, _ in labels], what, peers)
     out["variant"] = variant
     out["labels"] = [{"label": lab, "policy": pol} for lab, pol in labels]
+    add_first_call(b, which, prog, out, scale, seed, log)
     return out
 
 
@@ -674,6 +679,54 @@ def scan_peers(b: Bench, x: Any, which: str) -> dict[str, Callable[[], Any]]:
             tx = b.torch.from_dlpack(x)
             peers["torch_mask"] = lambda: cp.from_dlpack(tx[tx > THRESHOLD])
     return peers
+
+
+# ------------------------------------------------------------------------------- prefetched first call
+
+
+def labels_of(b: Bench, name: str, prog: Any) -> dict[str, tuple[str, dict[str, Any]]]:
+    """label -> (variant, policy) of a computation's labels as this run names them."""
+    if name == "spmv":
+        return {lab: (v, p) for lab, v, p, _ in spmv_labels(b.cuda)}
+    if name == "segreduce":
+        return {lab: (v, p) for lab, v, p in seg_labels(b.cuda)}
+    return {lab: (prog.default_variant, p) for lab, p in flat_labels(prog, name)}
+
+
+def median_input(b: Bench, name: str, index: int, scale: float, seed: int) -> tuple[Any, ...]:
+    """The ``index``-th test input of a computation's generator, rebuilt on this device."""
+    if name == "spmv":
+        _, test = spmv_specs(b, scale, seed)
+        args, _, _ = build_matrix(b, test[min(index, len(test) - 1)])
+        return args
+    if name == "segreduce":
+        test = [p for part, _, p in seg_inputs(b, scale, seed) if part == "test"]
+        family, nnz, avg, input_seed = test[min(index, len(test) - 1)]
+        values, offsets, _ = ragged(b, family, nnz, avg, input_seed)
+        return (values, b.xp.asarray(offsets)) if b.cuda else (b.upload(values), b.upload(offsets))
+    test = [p for part, _, p in flat_inputs(b, scale, seed, name) if part == "test"]
+    x, _ = flat_data(b, name, *test[min(index, len(test) - 1)])
+    return (x,)
+
+
+FIRST_CALL = {"repeats": 50}  # set from --first-call-repeats
+
+
+def add_first_call(b: Bench, name: str, prog: Any, result: dict[str, Any], scale: float, seed: int,
+                   log: Callable[[str], None]) -> None:
+    """``result["first_call"]``: the prefetched selector's first call (``first_call.evaluate``) beside the old
+    full-inference columns; an error there is recorded, the part's results are kept."""
+    try:
+        result["first_call"] = first_call.evaluate(
+            prog, labels_of(b, name, prog), result, lambda i: median_input(b, name, i, scale, seed),
+            b.dev.synchronize, FIRST_CALL["repeats"])
+        fc = result["first_call"]
+        log(f"{name} first call: landed {fc['first_call_share_landed']:.2%} of the run "
+            f"(fraction {fc['mean_fraction_of_oracle_landed']:.3f}), not landed {fc['first_call_share_not_landed']:.2%}")
+    except Exception:  # the part's measurements stand without it
+        result["first_call"] = {"error": traceback.format_exc()[-2000:]}
+        log(f"{name} first call failed:\n{result['first_call']['error']}")
+    b.free()
 
 
 # ---------------------------------------------------------------------------------------------- driver
@@ -700,7 +753,8 @@ def run(args: argparse.Namespace) -> Path:
 
     report: dict[str, Any] = {"device": device_description(b), "date": dt.datetime.now(dt.UTC).isoformat(
         timespec="seconds"), "commit": git_commit(), "scale": args.scale, "seed": args.seed,
-        "python": platform.python_version(), "timing": "round_robin", "benchmarks": {}, "errors": {}}
+        "python": platform.python_version(), "timing": "round_robin", "first_call_repeats": FIRST_CALL["repeats"],
+        "benchmarks": {}, "errors": {}}
     path = out / f"ndp_{args.tag or device_tag(report['device']['name'])}.json"
     parts = {"spmv": lambda: run_spmv(b, args.scale, args.seed, log),
              "segreduce": lambda: run_segreduce(b, args.scale, args.seed, log),
@@ -716,20 +770,51 @@ def run(args: argparse.Namespace) -> Path:
             log(f"{name} failed:\n{report['errors'][name]}")
         path.write_text(json.dumps(report, indent=1, default=float))
         log(f"{name} done in {time.perf_counter() - t0:.1f}s; wrote {path}")
+    write_report(path)
     print(summary_table(report))
     return path
 
 
 def summary_table(rep: dict[str, Any]) -> str:
+    """Per computation the old columns (the run's model, features inferred at the call) and the prefetched
+    selector's (``first_call``; - where a run predates it)."""
     rows = ["| benchmark | generated ms (median, adaptive) | hand-written / library ms (median) | "
-            "mean fraction of oracle | feature share of median run |", "|---|---|---|---|---|"]
+            "mean fraction of oracle | feature share of median run (old: full inference) | "
+            "selector: fraction of oracle, landed | first-call share, landed (p10-p90) | warm share, landed | "
+            "not landed: first-call share, fraction of oracle |", "|---|---|---|---|---|---|---|---|---|"]
     for name, r in rep["benchmarks"].items():
         hw = r.get("handwritten_ms")
-        rows.append(f"| {name} | {r['generated_ms']:.4f} | {hw:.4f} | {r['mean_fraction_of_oracle']:.4f} | "
-                    f"{100 * r['feature_cost']['features_share_of_median_run']:.1f} % |" if hw is not None else
-                    f"| {name} | {r['generated_ms']:.4f} | - | {r['mean_fraction_of_oracle']:.4f} | "
-                    f"{100 * r['feature_cost']['features_share_of_median_run']:.1f} % |")
+        cells = [name, f"{r['generated_ms']:.4f}", "-" if hw is None else f"{hw:.4f}",
+                 f"{r['mean_fraction_of_oracle']:.4f}", f"{100 * r['feature_cost']['features_share_of_median_run']:.1f} %"]
+        fc = r.get("first_call") or {}
+        if "first_call_share_landed" in fc:
+            first, early = fc["first_call_us_landed"], fc["first_call_us_not_landed"]
+            ms = fc["run_ms_landed"]
+            cells += [f"{fc['mean_fraction_of_oracle_landed']:.4f} ({fc['full_rule']})",
+                      f"{100 * fc['first_call_share_landed']:.1f} % ({100 * first['p10'] * 1e-3 / ms:.1f}-"
+                      f"{100 * first['p90'] * 1e-3 / ms:.1f})",
+                      f"{100 * fc['warm_share_landed']:.1f} %",
+                      f"{100 * fc['first_call_share_not_landed']:.1f} %, {fc['mean_fraction_of_oracle_not_landed']:.4f}"
+                      if early else "-"]
+        else:
+            cells += ["-"] * 4
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
+
+
+FIRST_CALL_TEXT = (
+    "Selector columns: `adaptune.lang.ndp.prefetched.PrefetchedSelector` with rules fitted on this run's training "
+    "inputs (`benchmarks/ndp/first_call.py`: the host rule a distilled tree over sizes; the full rule the distilled "
+    "tree over all features where its cross-validated fraction of oracle reaches 0.95, else the `cost` model's "
+    "student tree (`distilled.distil_model`) where it ties the model cross-validated on the same folds, else the "
+    "model; the other of the two is measured the same way as a control); "
+    "fraction of oracle over the test inputs (recorded times) of the full rule's picks (landed) and the host "
+    "rule's (not landed). At the median test input (by the landed pick's run time), rebuilt after the part, "
+    "{repeats} times: `fix`, one call right after it (not landed unless the features were already there), wait "
+    "until they land, one call then; the first-call share is the median of those single calls over the recorded "
+    "run of the label picked at that input (p10-p90 across the repeats); the warm share is the p50 of 25 calls "
+    "after one, the method of the old feature-share column (which times `Program.features`, the full inference at "
+    "every call, the same way). Not in the call: `fix` itself (at binding) and the side stream's device work.")
 
 
 def reanalyse(path: Path) -> None:
@@ -754,6 +839,43 @@ TIMING_TEXT = {
 }
 
 
+def first_call_details(bm: dict[str, Any]) -> str:
+    """One line per computation: the selector's first call in detail (or its error)."""
+    lines = []
+    for name, r in bm.items():
+        fc = r.get("first_call")
+        if not fc:
+            continue
+        if "error" in fc:
+            lines.append(f"- {name}: selector failed: {fc['error'].strip().splitlines()[-1]}")
+            continue
+        first, early = fc["first_call_us_landed"], fc["first_call_us_not_landed"] or {}
+        lines.append(
+            f"- {name}: full rule {fc['full_rule']} (cv {fc['full_rule_cv']:.3f}), host rule {fc['host_rule']} (cv "
+            f"{fc['host_rule_cv']:.3f}); median test input #{fc['median_test_index']}: landed pick "
+            f"{fc['label_landed']} ({fc['run_ms_landed'] * 1e3:.1f} us; oracle {fc['oracle_ms_at_median'] * 1e3:.1f} us), "
+            f"first call {first['p50']:.2f} us (p10 {first['p10']:.2f}, p90 {first['p90']:.2f}), warm "
+            f"{fc['warm_us_landed']:.2f} us; not landed pick {fc['label_not_landed']}, first call "
+            f"{early.get('p50', float('nan')):.2f} us, warm {fc['warm_us_not_landed']:.2f} us; `fix` "
+            f"{(fc['fix_us'] or {}).get('p50', float('nan')):.1f} us, landed "
+            f"{(fc['landed_after_fix_us'] or {}).get('p50', float('nan')):.0f} us after it "
+            f"({100 * fc['landed_before_early_call_share']:.0f} % of the early calls found them landed)"
+            + control_text(fc.get("control")))
+    return "\n".join(lines)
+
+
+def control_text(c: dict[str, Any] | None) -> str:
+    """The control of a computation whose full rule is the cost model or its student: the other one
+    (``first_call.evaluate``)."""
+    if not c:
+        return ""
+    first = c["first_call_us_landed"] or {}
+    return (f"; control with the {c['full_rule']} rule (fraction {c['mean_fraction_of_oracle_landed']:.3f}, "
+            f"cv {c['cv']:.3f}): first call landed {first.get('p50', float('nan')):.2f} us (p10 "
+            f"{first.get('p10', float('nan')):.2f}, p90 {first.get('p90', float('nan')):.2f}), warm "
+            f"{c['warm_us_landed']:.2f} us")
+
+
 def write_report(path: Path) -> None:
     """Markdown next to the JSON (device, date, commit, targets, per-part numbers) and a PNG of fractions."""
     rep = json.loads(path.read_text())
@@ -773,6 +895,8 @@ def write_report(path: Path) -> None:
                   "measurements are the device run's, and the SpMV dispatch timing is that of the model used on "
                   "the device (SVM).", ""]
     lines += [summary_table(rep), ""]
+    if any("first_call" in r for r in bm.values()):
+        lines += [FIRST_CALL_TEXT.format(repeats=rep.get("first_call_repeats", "N")), "", first_call_details(bm), ""]
     if "spmv" in bm:
         s = bm["spmv"]
         fc = s["feature_cost"]
@@ -853,10 +977,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=2024)  # the GPU suite's seed: the same matrices
     p.add_argument("--parts", nargs="+", default=["spmv", "segreduce", "scan", "compact"])
     p.add_argument("--model", default="auto", help="selection model kind (adaptive layer), default auto")
+    p.add_argument("--first-call-repeats", type=int, default=50, help="fixes per computation for the first call")
     p.add_argument("--reanalyse", help="refit the selection from the records of an existing results JSON")
     p.add_argument("--report", help="write markdown + PNG next to an existing results JSON and exit")
     args = parse_study_args(p, argv, smoke={"device": "opencl", "scale": 0.04, "parts": ["spmv"]})
     MODEL["kind"] = args.model
+    FIRST_CALL["repeats"] = args.first_call_repeats
     if args.reanalyse:
         reanalyse(Path(args.reanalyse))
         return

@@ -7,7 +7,7 @@ model reaches 0.96. So, as ``adaptune.kernels.prefetched`` does for the GPU suit
 when the inputs are bound (``Program.prefetch_features``: a side stream on CUDA, a non-blocking copy on
 OpenCL) and the host finishes the vector *and the full model's pick* as soon as the copies land (CUDA's
 host-function thread, an OpenCL event callback), while the caller does other work. The call is a gate: the
-pick is there -> use it (one dict lookup and an attribute read); else the host rule over the sizes only.
+pick is there -> use it (one dict lookup of the landed picks); else the host rule over the sizes only.
 
 A rule is a distilled tree (``adaptune.kernels.distilled``: plain dicts over feature positions) or a fitted
 model's ``ModelParams`` (``compile_predictor``; its index is a position in ``labels``).
@@ -15,6 +15,7 @@ model's ``ModelParams`` (``compile_predictor``; its index is a position in ``lab
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -64,16 +65,19 @@ class PrefetchedSelector:
         names = list(self.labels)
         self.pick_host = compile_rule(host, names, program.n_host_features)
         self.pick_full = compile_rule(full, names, len(program.feature_names))
-        self._fixed: OrderedDict[int, tuple[Any, Pending]] = OrderedDict()
-        fixed, key, host_vector, pick_host = self._fixed, program.feature_position, program.host_features, self.pick_host
+        # fixed inputs (bookkeeping: the input, a token of this fix, its Pending) and the landed picks, which
+        # alone the gate reads: a call made soon after the pick lands runs on cold caches (the finishing
+        # thread just ran), so it touches as few objects as it can
+        self._fixed: OrderedDict[int, tuple[Any, object, Pending | None]] = OrderedDict()
+        self._picks: dict[int, tuple[Any, str]] = {}
+        self._lock = threading.Lock()
+        picks, key, host_vector, pick_host = self._picks, program.feature_position, program.host_features, self.pick_host
 
         def select(*arrays: Any) -> str:
             o = arrays[key]
-            entry = fixed.get(id(o))
-            if entry is not None and entry[0] is o:
-                label = entry[1].value
-                if label is not None:
-                    return label
+            landed = picks.get(id(o))
+            if landed is not None and landed[0] is o:
+                return landed[1]
             return pick_host(host_vector(*arrays))
 
         self.select: Callable[..., str] = select
@@ -81,22 +85,42 @@ class PrefetchedSelector:
     def fix(self, *arrays: Any, high_priority: bool = False) -> Pending:
         """Start these inputs' features (nothing waits); ``Pending.value`` becomes the full rule's label once
         they are on the host. The arrays must not change while they are fixed (``forget`` them first)."""
-        pending = self.program.prefetch_features(*arrays, on_ready=self.pick_full, high_priority=high_priority)
         o = self.program.feature_array(*arrays)
-        self._fixed[id(o)] = (o, pending)
-        self._fixed.move_to_end(id(o))
-        while len(self._fixed) > KEEP:
-            self._fixed.popitem(last=False)
+        token = object()
+        with self._lock:
+            self._drop(id(o))
+            self._fixed[id(o)] = (o, token, None)
+            while len(self._fixed) > KEEP:
+                self._drop(next(iter(self._fixed)))
+
+        def landed(vec: Sequence[float]) -> str:  # on the finishing thread (or at once: nothing to wait for)
+            label = self.pick_full(vec)
+            with self._lock:
+                entry = self._fixed.get(id(o))
+                if entry is not None and entry[1] is token:  # not forgotten or fixed again meanwhile
+                    self._picks[id(o)] = (o, label)
+            return label
+
+        pending = self.program.prefetch_features(*arrays, on_ready=landed, high_priority=high_priority)
+        with self._lock:
+            entry = self._fixed.get(id(o))
+            if entry is not None and entry[1] is token:
+                self._fixed[id(o)] = (o, token, pending)
         return pending
+
+    def _drop(self, ident: int) -> None:
+        self._fixed.pop(ident, None)
+        self._picks.pop(ident, None)
 
     def used_features(self, *arrays: Any) -> bool:
         """Whether a call now would take the full rule's pick (for reports; no side effects)."""
         o = self.program.feature_array(*arrays)
-        entry = self._fixed.get(id(o))
-        return entry is not None and entry[0] is o and entry[1].value is not None
+        landed = self._picks.get(id(o))
+        return landed is not None and landed[0] is o
 
     def forget(self, *arrays: Any) -> None:
-        self._fixed.pop(id(self.program.feature_array(*arrays)), None)
+        with self._lock:
+            self._drop(id(self.program.feature_array(*arrays)))
 
     def __call__(self, *arrays: Any) -> Any:
         variant, policy = self.labels[self.select(*arrays)]
