@@ -12,7 +12,9 @@ import scipy.sparse as sp
 
 from adaptune.kernels import bfs, distilled, features, histogram, inputs, sort, spmv
 from adaptune.kernels.device import OpenCLDevice
+from adaptune.adaptive.compiled import compile_predictor
 from adaptune.kernels.dispatch import DistilledDispatch, FeatureTreeDispatch, default_checks
+from adaptune.kernels.prefetched import PrefetchedDispatch
 
 
 @pytest.fixture(scope="module")
@@ -194,3 +196,50 @@ def test_a_student_of_the_cost_model_picks_as_its_teacher_and_is_scored_on_the_s
     assert distilled.student_tree(d["teacher"], x, names, resampled=1500) == d["tree"]  # deterministic
     near = distilled.resample(x, 1000, 0.1, np.random.default_rng(0))
     assert near.shape == (1000, 2) and np.all(np.abs(near - x.mean(0)) < 10 * np.ptp(x, axis=0))
+
+
+def _sort_costs(rng, n=48):
+    """Sort-like training inputs: host metadata (n, key bits, float) say nothing of the order; presorted radix
+    wins where few adjacent pairs descend, CUB radix elsewhere (a boundary in descent share and ties)."""
+    sizes = 2.0 ** rng.integers(14, 24, n)
+    host = np.column_stack([sizes, rng.choice([32.0, 64.0], n), rng.integers(0, 2, n).astype(float)])
+    descent, ties = rng.random(n) * 0.5, rng.random(n) * 0.3
+    device = np.column_stack([host, sizes * (1 - descent), descent, ties])  # as features.SORT_FEATURES
+    presorted = descent + 0.5 * ties < 0.2
+    base = np.where(presorted[:, None], [[2.0, 1.0, 3.0]], [[1.0, 2.5, 3.0]]) * (sizes[:, None] * 1e-6 + 0.05)
+    return host, device, base * (1 + 0.05 * rng.random((n, 3)))
+
+
+def test_distil_rule_takes_the_best_cross_validated_rule_and_the_gate_walks_a_student_once_landed():
+    host, device, runtime = _sort_costs(np.random.default_rng(11))
+    names = ["cub_radix", "presorted_radix", "bitonic"]
+    recipe = {"jitter": 0.1, "max_depth": 4, "resampled": 500, "folds": 3, "repeats": 1}
+    fit = distilled.distil_gated(host, device, runtime, names, 1.0, 0.02, "sort", students=[recipe])
+    for rule in (fit["host"], fit["features"]):
+        assert rule["cv_fraction_of_oracle"] == max(rule["candidates"].values())
+        assert rule["rule"] in rule["candidates"] and len(rule["candidates"]) == 2
+    assert fit["features"]["cv_fraction_of_oracle"] > fit["host"]["cv_fraction_of_oracle"] + 0.05  # order matters
+    assert fit["min_size"] is not None and fit["min_size"] > 0
+    # the student (over host metadata then device features) picks as its teacher where the teacher is sure
+    x = np.column_stack([host, device])
+    d = distilled.distil_model(x, runtime, names, **recipe)
+    teacher = compile_predictor(d["teacher"])
+    taught = np.array([names[int(teacher(r))] for r in x])
+    student = np.array([distilled.predict(d["tree"], r) for r in x])
+    best = np.array(names)[runtime.argmin(axis=1)]
+    clear = (np.abs(device[:, 4] + 0.5 * device[:, 5] - 0.2) > 0.05) & (taught == best)  # away from the change
+    assert clear.sum() >= 24 and np.mean(student[clear] == taught[clear]) >= 0.95
+    assert np.mean(student == taught) >= 0.85 and {"cub_radix", "presorted_radix"} <= set(student)
+    # the prefetched gate walks the student once the features are on the host, at and above min_size only
+    sel = PrefetchedDispatch("sort", fit["host"]["tree"], d["tree"], features.SORT_FEATURES,
+                             sort.variants(with_torch=False), "cub_radix", min_size=fit["min_size"])
+    for h, f in zip(host, device, strict=True):
+        keys = np.empty(int(h[0]), np.float64 if h[2] else np.int64)  # .size / .dtype as on the device
+        values = dict(zip(features.SORT_FEATURES, f, strict=True))
+        if h[0] < fit["min_size"]:  # nothing started (above, fix would launch the feature kernels)
+            assert sel.fix(None, keys) is None and sel.select(None, keys) == distilled.predict(fit["host"]["tree"], h)
+        sel.fix(None, keys, pending=features.Pending.finished(values))
+        want = (distilled.predict(d["tree"], list(h) + list(f)) if h[0] >= fit["min_size"]
+                else distilled.predict(fit["host"]["tree"], h))
+        assert sel.select(None, keys) == want
+    assert 0 < sum(host[:, 0] >= fit["min_size"]) < len(host)  # both sides of the gate were walked

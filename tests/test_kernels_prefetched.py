@@ -97,16 +97,16 @@ def test_prefetched_sort_dispatch_uses_the_features_once_on_the_host(dev):
         assert sel.select(*args) == "bitonic"  # a first call consumes the fixed features
         _wait(sel.fix(*args))
         np.testing.assert_array_equal(dev.to_host(sel(*args)), np.sort(keys))
-    # the gate: below min_size the features are not read even when they are there
+    # the gate: below min_size the features are not started, and not read even when they are there
     small = PrefetchedDispatch("sort", host_tree, SORT_TREE, features.SORT_FEATURES, variants, "cub_radix",
                                min_size=1e9)
     args = (dev, dev.asarray(inputs.sort_keys("sorted", 30_000, "float32", seed=4)))
-    _wait(small.fix(*args))
+    assert small.fix(*args) is None and small.select(*args) == "bitonic"
+    small.fix(*args, pending=features.Pending.finished(features.sort_features(dev, args[1])))
     assert not small.used_features(*args) and small.select(*args) == "bitonic"
     never = PrefetchedDispatch("sort", host_tree, SORT_TREE, features.SORT_FEATURES, variants, "cub_radix",
                                min_size=None)
-    _wait(never.fix(*args))
-    assert never.select(*args) == "bitonic"
+    assert never.fix(*args) is None and never.select(*args) == "bitonic"
 
 
 def test_prefetched_bfs_dispatch_on_kept_and_early_finished_features(dev):

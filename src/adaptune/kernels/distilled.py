@@ -212,19 +212,50 @@ def size_gate(sizes: np.ndarray, best_ms: np.ndarray, cost_us: float, budget: fl
 
 
 def distil_gated(x_host: np.ndarray, x_features: np.ndarray, runtime: np.ndarray, names: Sequence[str],
-                 read_us: float, budget: float, benchmark: str, seed: int = 0) -> dict[str, Any]:
-    """The two trees of ``PrefetchedDispatch`` from the training inputs alone: over host metadata, and over
-    host metadata then device features; and the gate's ``min_size`` (the feature tree's read, ``read_us``,
-    within ``budget`` of the predicted run), None where the feature tree's cross-validated fraction of oracle
-    does not beat the host tree's (the features would not be worth reading)."""
+                 read_us: float, budget: float, benchmark: str, seed: int = 0,
+                 students: Sequence[dict[str, float]] = ()) -> dict[str, Any]:
+    """The two rules of ``PrefetchedDispatch`` from the training inputs alone: over host metadata, and over
+    host metadata then device features, each ``distil_rule`` (the plain tree, or with ``students`` recipes the
+    tree or a student of the cost model, whichever cross-validates best); and the gate's ``min_size`` (the
+    feature path's cost, ``read_us``: the prefetched call's handoff plus the walk, within ``budget`` of the
+    predicted run), None where the feature rule's cross-validated fraction of oracle does not beat the host
+    rule's (the features would not be worth reading)."""
     x_host = np.asarray(x_host, float)
-    host = distil(x_host, runtime, names, seed)
-    full = distil(np.column_stack([x_host, np.asarray(x_features, float)]), runtime, names, seed)
+    host = distil_rule(x_host, runtime, names, students=students, seed=seed)
+    full = distil_rule(np.column_stack([x_host, np.asarray(x_features, float)]), runtime, names, students=students,
+                       seed=seed)
     best = np.nanmin(np.where(np.isfinite(runtime), runtime, np.nan), axis=1)
     min_size = (size_gate(x_host[:, GATE_SIZE[benchmark]], best, read_us, budget)
                 if full["cv_fraction_of_oracle"] > host["cv_fraction_of_oracle"] else None)
     return {"host": host, "features": full, "min_size": None if min_size == float("inf") else min_size,
             "read_us": read_us, "budget": budget}
+
+
+# Students tried beside the plain tree by ``distil_rule``: the NDP study's best recipe (depth 8, jitter 0.1 of
+# each feature's range) and a shallower, cheaper one (depth 4: at most 4 comparisons a pick).
+STUDENT_RECIPES: tuple[dict[str, float], ...] = ({"jitter": 0.1, "max_depth": 4}, {"jitter": 0.1, "max_depth": 8})
+
+
+def distil_rule(x: np.ndarray, runtime: np.ndarray, names: Sequence[str], *,
+                students: Sequence[dict[str, float]] = STUDENT_RECIPES, seed: int = 0) -> dict[str, Any]:
+    """The first-call rule of largest training-CV fraction of oracle among the distilled tree (``distil``) and
+    students of the ``cost`` model (``distil_model``, one per recipe in ``students``); ties go to the plain
+    tree. Why: where host metadata separate the winners by a few sizes, the tree fitted to measured times is
+    best; where the boundaries are smooth in several features, the model is, and its student walks as cheaply
+    as a tree. Training inputs only. Returns {"tree", "rule", "cv_fraction_of_oracle", "candidates": {rule: cv},
+    "teacher_cv_fraction_of_oracle"} (JSON-friendly; the teacher's CV from the students' folds, None without)."""
+    tree = distil(x, runtime, names, seed)
+    best = {"tree": tree["tree"], "rule": f"tree (depth {tree['max_depth']})",
+            "cv_fraction_of_oracle": tree["cv_fraction_of_oracle"]}
+    candidates = {best["rule"]: best["cv_fraction_of_oracle"]}
+    teacher_cv = None
+    for recipe in students:
+        s = distil_model(x, runtime, names, seed=seed, **recipe)
+        what = f"student (depth {recipe['max_depth']}, jitter {recipe['jitter']})"
+        candidates[what], teacher_cv = s["cv_fraction_of_oracle"], s["teacher_cv_fraction_of_oracle"]
+        if s["cv_fraction_of_oracle"] > best["cv_fraction_of_oracle"]:
+            best = {"tree": s["tree"], "rule": what, "cv_fraction_of_oracle": s["cv_fraction_of_oracle"]}
+    return {**best, "candidates": candidates, "teacher_cv_fraction_of_oracle": teacher_cv}
 
 
 def resample(x: np.ndarray, n: int, jitter: float, rng: np.random.Generator) -> np.ndarray:
