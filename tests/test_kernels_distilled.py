@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from adaptune.adaptive.compiled import compile_predictor
 from adaptune.kernels import bfs, distilled, features, histogram, inputs, sort, spmv
 from adaptune.kernels.device import OpenCLDevice
-from adaptune.adaptive.compiled import compile_predictor
 from adaptune.kernels.dispatch import DistilledDispatch, FeatureTreeDispatch, default_checks
 from adaptune.kernels.prefetched import PrefetchedDispatch
 
