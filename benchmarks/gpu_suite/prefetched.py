@@ -2,12 +2,17 @@
 (``adaptune.kernels.prefetched.PrefetchedDispatch``), host wall time of its first call and its choice's fraction
 of oracle, on the device.
 
-    python -m benchmarks.gpu_suite.prefetched [--device cuda|opencl] [--out DIR] [--size-scale S]
+    python -m benchmarks.gpu_suite.prefetched [--device cuda|opencl] [--out DIR] [--size-scale S] [--rules FILE]
 
-Both distilled trees (host metadata; host metadata + device features) and the budget gate are fitted on the
-training inputs of a recorded run (default: the committed round-4 H100 raw file) alone. The median test input is
+Both rules (host metadata; host metadata + device features) and the budget gate are fitted on the training inputs
+of a recorded run (default: the committed round-4 H100 raw file) alone: ``distilled.distil_gated`` with the
+students of ``distilled.STUDENT_RECIPES`` (``--plain-trees``: the distilled trees only, as in round 4), or taken
+from ``--rules``, a ``first_call_rules.py`` result (the selector it chose per benchmark, fitted offline: no fitting
+here). Below the gate nothing is prefetched (``fix`` starts nothing), so the first call is the host rule alone. The median test input is
 the one at the middle of the test inputs ordered by the recorded run time of the selector's choice (recorded
-features). There, live: every variant is timed (the suite's timer and checks), then, ``--repeats`` times per
+features). There, live: every variant is timed (the suite's timer and checks); the time from fix until the features are on the host; the feature path's
+cost (a first call with the features landed, after a sleep of twice that time) and the gate from it; then,
+``--repeats`` times per
 pause: the object's features are forgotten, the selector's ``fix`` starts them on a side stream (its host time is
 reported: it is spent at fix time, not in the first call), the caller pauses (``--pauses`` ms: ``time.sleep``, the
 GIL free as during device waits or I/O; and once busy in Python holding the GIL, where the early finish has to
@@ -45,14 +50,22 @@ def matrices(benchmark: str, records: list[dict[str, Any]], feature_names: list[
             np.array([[r["features"][k] for k in feature_names] for r in records], float))
 
 
-def fit(benchmark: str, b: dict[str, Any], keep: list[str], read_us: float) -> dict[str, Any]:
+def fit(benchmark: str, b: dict[str, Any], keep: list[str], read_us: float, students: tuple[dict[str, float], ...],
+        rules: dict[str, Any] | None = None) -> dict[str, Any]:
     """``distilled.distil_gated`` on a recorded run's training inputs, over the variants ``keep`` (run times of
-    refused variants: the recorded default's, as dispatch falls back)."""
+    refused variants: the recorded default's, as dispatch falls back); or the selector ``rules`` names (a
+    first_call_rules.py result's, fitted offline on the same inputs over every recorded variant)."""
     _, runtime = cost_matrices(b["train"], b["variants"], b["default"])
     runtime = runtime[:, [b["variants"].index(v) for v in keep]]
     h, f = matrices(benchmark, b["train"], b["feature_names"])
-    return {**distilled.distil_gated(h, f, runtime, keep, read_us, BUDGET, benchmark), "train_runtime": runtime,
-            "train_host": h}
+    if rules is not None:
+        sel = rules["selector"]
+        gated = {"host": {"tree": sel["host_tree"], "rule": sel["host_rule"]},
+                 "features": {"tree": sel["feature_tree"], "rule": sel["feature_rule"]},
+                 "min_size": sel["min_size"]}
+    else:
+        gated = distilled.distil_gated(h, f, runtime, keep, read_us, BUDGET, benchmark, students=students)
+    return {**gated, "train_runtime": runtime, "train_host": h}
 
 
 def recorded_median(benchmark: str, b: dict[str, Any], tree_fit: dict[str, Any], keep: list[str]) -> int:
@@ -84,7 +97,7 @@ def first_calls(rt: Runtime, bench: Any, sel: PrefetchedDispatch, args: tuple[An
                 pause_ms: float, busy: bool, repeats: int) -> dict[str, Any]:
     """``repeats`` first calls after a fix and a pause: host time of fix and of the first call (us), the pause
     waited, whether the features were used, the labels chosen."""
-    fix_us, call_us, waited, used, labels = [], [], [], [], []
+    fix_us, call_us, waited, used, labels, started = [], [], [], [], [], []
     for _ in range(repeats + 1):  # the first repeat warms up (kernels compiled, pinned memory allocated)
         bench.forget(*args)
         sel.forget(*args)
@@ -102,18 +115,22 @@ def first_calls(rt: Runtime, bench: Any, sel: PrefetchedDispatch, args: tuple[An
         waited.append(w)
         used.append(u)
         labels.append(names[id(launcher)])
-        pending.result()  # the device work done before the next fix
+        started.append(pending is not None)
+        if pending is not None:  # None: below the gate, nothing was started
+            pending.result()  # the device work done before the next fix
         sel.forget(*args)
         rt.dev.synchronize()
     fix_us, call_us, waited, used, labels = fix_us[1:], call_us[1:], waited[1:], used[1:], labels[1:]
     return {"pause_ms": pause_ms, "busy": busy, "waited_ms_median": statistics.median(waited),
             "fix_us_median": statistics.median(fix_us), "first_call_us_median": statistics.median(call_us),
             "first_call_us_p90": float(np.percentile(call_us, 90)), "first_call_us_min": min(call_us),
-            "features_used_share": sum(used) / len(used), "labels": {k: labels.count(k) for k in sorted(set(labels))}}
+            "features_used_share": sum(used) / len(used), "prefetched_share": sum(started[1:]) / repeats,
+            "labels": {k: labels.count(k) for k in sorted(set(labels))}}
 
 
 def time_to_ready_ms(rt: Runtime, bench: Any, sel: PrefetchedDispatch, args: tuple[Any, ...], repeats: int) -> float:
-    """Median ms from the fix until the features are on the host (finished), the caller sleeping meanwhile."""
+    """Median ms from the fix until the features are on the host (finished), the caller sleeping meanwhile
+    (``sel`` must prefetch this object: a gate at 0)."""
     samples = []
     for _ in range(repeats):
         bench.forget(*args)
@@ -130,12 +147,13 @@ def time_to_ready_ms(rt: Runtime, bench: Any, sel: PrefetchedDispatch, args: tup
 
 
 def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_scale: float,
-                  pauses: tuple[float, ...]) -> dict[str, Any]:
+                  pauses: tuple[float, ...], students: tuple[dict[str, float], ...],
+                  rules: dict[str, Any] | None) -> dict[str, Any]:
     bench = BENCHES[name](rt)
     variants = bench.variants()
     keep = [v for v in b["variants"] if v in variants]
     default = rt.default(name)
-    trees = fit(name, b, keep, 1.0)
+    trees = fit(name, b, keep, 1.0, students, rules)
     median_i = recorded_median(name, b, trees, keep)
     spec = shrink([inputs.InputSpec(**b["test"][median_i]["spec"])], size_scale)[0]
     record = measure_input(bench, spec, rt.timer(*TIMING[name]))  # every variant timed and checked, live
@@ -144,8 +162,11 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     names = {id(fn): v for v, fn in variants.items()}
     fnames = b["feature_names"]
     probe = PrefetchedDispatch(name, trees["host"]["tree"], trees["features"]["tree"], fnames, variants, default)
-    # the feature path's cost here (features on the host: the check, the gate and the walk), then the gate
-    read_us = first_calls(rt, bench, probe, args, names, max(pauses), False, repeats)["first_call_us_median"]
+    # the feature path's cost here (features on the host: the check, the gate and the walk) after a sleep of twice
+    # the time the features take to land (not the longest pause: a long sleep leaves the host's caches cold and
+    # its clock low, and the gate would then refuse inputs whose feature path fits), then the gate
+    ready_ms = time_to_ready_ms(rt, bench, probe, args, repeats)
+    read_us = first_calls(rt, bench, probe, args, names, 2 * ready_ms, False, repeats)["first_call_us_median"]
     min_size = None
     if trees["min_size"] is not None:
         gate = distilled.size_gate(trees["train_host"][:, distilled.GATE_SIZE[name]],
@@ -171,8 +192,9 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
             "recorded_features": b["test"][median_i]["features"], "best_ms": best,
             "oracle": min(times, key=times.get), "host_tree": trees["host"]["tree"],
             "feature_tree": trees["features"]["tree"], "min_size": min_size,
+            "host_rule": trees["host"].get("rule"), "feature_rule": trees["features"].get("rule"),
             "gate_size": distilled.HOST_METADATA[name][distilled.GATE_SIZE[name]], "feature_path_us": read_us,
-            "time_to_ready_ms": time_to_ready_ms(rt, bench, sel, args, repeats), "first_calls": calls}
+            "time_to_ready_ms": ready_ms, "first_calls": calls}
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -181,17 +203,20 @@ def markdown(result: dict[str, Any]) -> str:
              "Pause = what the caller does between fix and first call (sleep: GIL free; busy: a Python loop). "
              "Gate: the feature tree from size " + ", ".join(
                  f"{n} {r.get('gate_size')} >= {r.get('min_size')}" for n, r in result["benchmarks"].items()) + ".", "",
-             "| benchmark | input | pause ms | fix us | first call us (median / p90) | features used | chosen (most) | "
-             "fraction of oracle | first call incl. selection | share of run | to ready ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Rules (host / features): " + ", ".join(
+                 f"{n} {r.get('host_rule')} / {r.get('feature_rule')}" for n, r in result["benchmarks"].items()) + ".",
+             "", "| benchmark | input | pause ms | fix us | first call us (median / p90) | prefetched | features used | "
+             "chosen (most) | fraction of oracle | first call incl. selection | share of run | to ready ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in result["benchmarks"].items():
         if "error" in r:
-            lines.append(f"| {name} | error: {r['error'][:120]} |||||||||| ")
+            lines.append(f"| {name} | error: {r['error'][:120]} ||||||||||| ")
             continue
         for c in r["first_calls"]:
             lines.append(
                 f"| {name} | {r['input']} | {c['pause_ms']:g}{' busy' if c['busy'] else ''} | {c['fix_us_median']:.1f} | "
-                f"{c['first_call_us_median']:.2f} / {c['first_call_us_p90']:.2f} | {100 * c['features_used_share']:.0f} % | "
+                f"{c['first_call_us_median']:.2f} / {c['first_call_us_p90']:.2f} | {100 * c['prefetched_share']:.0f} % | "
+                f"{100 * c['features_used_share']:.0f} % | "
                 f"{c['chosen']} | {c['fraction_of_oracle']:.3f} | {c['first_call_fraction_of_oracle']:.3f} | "
                 f"{100 * c['share_of_run']:.2f} % | {r['time_to_ready_ms']:.3f} |")
     return "\n".join(lines) + "\n"
@@ -207,15 +232,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--size-scale", type=float, default=1.0, help="shrink the input (CPU pilots)")
     parser.add_argument("--pauses", default=",".join(f"{p:g}" for p in PAUSES_MS), help="ms, comma-separated")
+    parser.add_argument("--plain-trees", action="store_true", help="distilled trees only (no students), as round 4")
+    parser.add_argument("--rules", default=None, help="a first_call_rules.py result: its selectors, no fitting")
     args = parser.parse_args(argv)
+    students = () if args.plain_trees else distilled.STUDENT_RECIPES
+    rules = None
+    if args.rules:
+        rules = next(iter(json.loads(Path(args.rules).read_text())["runs"].values()))["benchmarks"]
     rt = Runtime(args.device)
     raw = json.loads(Path(args.raw).read_text())
-    result: dict[str, Any] = {"device": rt.dev.name, "raw": args.raw, "budget": BUDGET, "benchmarks": {}}
+    result: dict[str, Any] = {"device": rt.dev.name, "raw": args.raw, "budget": BUDGET, "rules": args.rules,
+                              "students": list(students), "benchmarks": {}}
     pauses = tuple(float(p) for p in args.pauses.split(","))
     for name in args.benchmarks.split(","):
         try:
             result["benchmarks"][name] = run_benchmark(rt, name, raw["benchmarks"][name], args.repeats,
-                                                       args.size_scale, pauses)
+                                                       args.size_scale, pauses, students,
+                                                       None if rules is None else rules[name])
         except Exception as exc:  # recorded; the other benchmarks go on
             result["benchmarks"][name] = {"error": repr(exc)[:500]}
         rt.free()

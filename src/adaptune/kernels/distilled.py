@@ -242,20 +242,20 @@ def distil_rule(x: np.ndarray, runtime: np.ndarray, names: Sequence[str], *,
     students of the ``cost`` model (``distil_model``, one per recipe in ``students``); ties go to the plain
     tree. Why: where host metadata separate the winners by a few sizes, the tree fitted to measured times is
     best; where the boundaries are smooth in several features, the model is, and its student walks as cheaply
-    as a tree. Training inputs only. Returns {"tree", "rule", "cv_fraction_of_oracle", "candidates": {rule: cv},
-    "teacher_cv_fraction_of_oracle"} (JSON-friendly; the teacher's CV from the students' folds, None without)."""
+    as a tree. Training inputs only. Returns {"tree", "rule", "cv_fraction_of_oracle", "candidates": {rule: {"tree",
+    "cv_fraction_of_oracle"}}, "teacher_cv_fraction_of_oracle"} (JSON-friendly; the teacher's CV from the
+    students' folds, None without students)."""
     tree = distil(x, runtime, names, seed)
-    best = {"tree": tree["tree"], "rule": f"tree (depth {tree['max_depth']})",
-            "cv_fraction_of_oracle": tree["cv_fraction_of_oracle"]}
-    candidates = {best["rule"]: best["cv_fraction_of_oracle"]}
+    candidates = {f"tree (depth {tree['max_depth']})": {"tree": tree["tree"],
+                                                       "cv_fraction_of_oracle": tree["cv_fraction_of_oracle"]}}
     teacher_cv = None
     for recipe in students:
         s = distil_model(x, runtime, names, seed=seed, **recipe)
-        what = f"student (depth {recipe['max_depth']}, jitter {recipe['jitter']})"
-        candidates[what], teacher_cv = s["cv_fraction_of_oracle"], s["teacher_cv_fraction_of_oracle"]
-        if s["cv_fraction_of_oracle"] > best["cv_fraction_of_oracle"]:
-            best = {"tree": s["tree"], "rule": what, "cv_fraction_of_oracle": s["cv_fraction_of_oracle"]}
-    return {**best, "candidates": candidates, "teacher_cv_fraction_of_oracle": teacher_cv}
+        candidates[f"student (depth {recipe['max_depth']}, jitter {recipe['jitter']})"] = {
+            "tree": s["tree"], "cv_fraction_of_oracle": s["cv_fraction_of_oracle"]}
+        teacher_cv = s["teacher_cv_fraction_of_oracle"]
+    rule = max(candidates, key=lambda k: candidates[k]["cv_fraction_of_oracle"])  # the first (the tree) on a tie
+    return {**candidates[rule], "rule": rule, "candidates": candidates, "teacher_cv_fraction_of_oracle": teacher_cv}
 
 
 def resample(x: np.ndarray, n: int, jitter: float, rng: np.random.Generator) -> np.ndarray:
