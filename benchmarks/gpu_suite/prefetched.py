@@ -148,12 +148,14 @@ def time_to_ready_ms(rt: Runtime, bench: Any, sel: PrefetchedDispatch, args: tup
 
 def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_scale: float,
                   pauses: tuple[float, ...], students: tuple[dict[str, float], ...],
-                  rules: dict[str, Any] | None) -> dict[str, Any]:
+                  rules: dict[str, Any] | None, gate: bool = True) -> dict[str, Any]:
     bench = BENCHES[name](rt)
     variants = bench.variants()
     keep = [v for v in b["variants"] if v in variants]
     default = rt.default(name)
     trees = fit(name, b, keep, 1.0, students, rules)
+    if not gate and trees["min_size"] is not None:  # the feature rule at every size where it beat the host rule
+        trees["min_size"] = 0.0
     median_i = recorded_median(name, b, trees, keep)
     spec = shrink([inputs.InputSpec(**b["test"][median_i]["spec"])], size_scale)[0]
     record = measure_input(bench, spec, rt.timer(*TIMING[name]))  # every variant timed and checked, live
@@ -168,10 +170,12 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     ready_ms = time_to_ready_ms(rt, bench, probe, args, repeats)
     read_us = first_calls(rt, bench, probe, args, names, 2 * ready_ms, False, repeats)["first_call_us_median"]
     min_size = None
-    if trees["min_size"] is not None:
-        gate = distilled.size_gate(trees["train_host"][:, distilled.GATE_SIZE[name]],
-                                   np.nanmin(trees["train_runtime"], axis=1), read_us, BUDGET)
-        min_size = None if gate == np.inf else gate
+    if trees["min_size"] is not None and not gate:
+        min_size = 0.0
+    elif trees["min_size"] is not None:
+        limit = distilled.size_gate(trees["train_host"][:, distilled.GATE_SIZE[name]],
+                                    np.nanmin(trees["train_runtime"], axis=1), read_us, BUDGET)
+        min_size = None if limit == np.inf else float(limit)
     sel = PrefetchedDispatch(name, trees["host"]["tree"], trees["features"]["tree"], fnames, variants, default,
                              min_size=min_size)
     calls = [first_calls(rt, bench, sel, args, names, p, False, repeats) for p in pauses]
@@ -234,6 +238,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pauses", default=",".join(f"{p:g}" for p in PAUSES_MS), help="ms, comma-separated")
     parser.add_argument("--plain-trees", action="store_true", help="distilled trees only (no students), as round 4")
     parser.add_argument("--rules", default=None, help="a first_call_rules.py result: its selectors, no fitting")
+    parser.add_argument("--no-gate", action="store_true",
+                        help="prefetch and read the features at every size where the feature rule beat the host rule")
     args = parser.parse_args(argv)
     students = () if args.plain_trees else distilled.STUDENT_RECIPES
     rules = None
@@ -242,13 +248,14 @@ def main(argv: list[str] | None = None) -> None:
     rt = Runtime(args.device)
     raw = json.loads(Path(args.raw).read_text())
     result: dict[str, Any] = {"device": rt.dev.name, "raw": args.raw, "budget": BUDGET, "rules": args.rules,
+                              "gate": not args.no_gate,
                               "students": list(students), "benchmarks": {}}
     pauses = tuple(float(p) for p in args.pauses.split(","))
     for name in args.benchmarks.split(","):
         try:
             result["benchmarks"][name] = run_benchmark(rt, name, raw["benchmarks"][name], args.repeats,
                                                        args.size_scale, pauses, students,
-                                                       None if rules is None else rules[name])
+                                                       None if rules is None else rules[name], not args.no_gate)
         except Exception as exc:  # recorded; the other benchmarks go on
             result["benchmarks"][name] = {"error": repr(exc)[:500]}
         rt.free()
