@@ -11,6 +11,7 @@ import pytest
 import scipy.sparse as sp
 
 from adaptune.adaptive.compiled import compile_predictor
+from adaptune.adaptive.models import fit_model
 from adaptune.kernels import bfs, distilled, features, histogram, inputs, sort, spmv
 from adaptune.kernels.device import OpenCLDevice
 from adaptune.kernels.dispatch import DistilledDispatch, FeatureTreeDispatch, default_checks
@@ -221,16 +222,18 @@ def test_distil_rule_takes_the_best_cross_validated_rule_and_the_gate_walks_a_st
     assert fit["min_size"] is not None and fit["min_size"] > 0
     # the student (over host metadata then device features) picks as its teacher where the teacher is sure
     x = np.column_stack([host, device])
-    d = distilled.distil_model(x, runtime, names, **recipe)
-    teacher = compile_predictor(d["teacher"])
+    tree = fit["features"]["candidates"]["student (depth 4, jitter 0.1)"]["tree"]
+    params = fit_model("cost", x, runtime, runtime).params  # distil_model's teacher on all training inputs
+    assert distilled.student_tree(params, x, names, resampled=500, jitter=0.1, max_depth=4) == tree
+    teacher = compile_predictor(params)
     taught = np.array([names[int(teacher(r))] for r in x])
-    student = np.array([distilled.predict(d["tree"], r) for r in x])
+    student = np.array([distilled.predict(tree, r) for r in x])
     best = np.array(names)[runtime.argmin(axis=1)]
     clear = (np.abs(device[:, 4] + 0.5 * device[:, 5] - 0.2) > 0.05) & (taught == best)  # away from the change
     assert clear.sum() >= 24 and np.mean(student[clear] == taught[clear]) >= 0.95
     assert np.mean(student == taught) >= 0.85 and {"cub_radix", "presorted_radix"} <= set(student)
     # the prefetched gate walks the student once the features are on the host, at and above min_size only
-    sel = PrefetchedDispatch("sort", fit["host"]["tree"], d["tree"], features.SORT_FEATURES,
+    sel = PrefetchedDispatch("sort", fit["host"]["tree"], tree, features.SORT_FEATURES,
                              sort.variants(with_torch=False), "cub_radix", min_size=fit["min_size"])
     for h, f in zip(host, device, strict=True):
         keys = np.empty(int(h[0]), np.float64 if h[2] else np.int64)  # .size / .dtype as on the device
@@ -238,7 +241,7 @@ def test_distil_rule_takes_the_best_cross_validated_rule_and_the_gate_walks_a_st
         if h[0] < fit["min_size"]:  # nothing started (above, fix would launch the feature kernels)
             assert sel.fix(None, keys) is None and sel.select(None, keys) == distilled.predict(fit["host"]["tree"], h)
         sel.fix(None, keys, pending=features.Pending.finished(values))
-        want = (distilled.predict(d["tree"], list(h) + list(f)) if h[0] >= fit["min_size"]
+        want = (distilled.predict(tree, list(h) + list(f)) if h[0] >= fit["min_size"]
                 else distilled.predict(fit["host"]["tree"], h))
         assert sel.select(None, keys) == want
     assert 0 < sum(host[:, 0] >= fit["min_size"]) < len(host)  # both sides of the gate were walked
