@@ -8,13 +8,14 @@ Both rules (host metadata; host metadata + device features) and the budget gate 
 of a recorded run (default: the committed round-4 H100 raw file) alone: ``distilled.distil_gated`` with the
 students of ``distilled.STUDENT_RECIPES`` (``--plain-trees``: the distilled trees only, as in round 4), or taken
 from ``--rules``, a ``first_call_rules.py`` result (the selector it chose per benchmark, fitted offline: no fitting
-here). Below the gate nothing is prefetched (``fix`` starts nothing), so the first call is the host rule alone. The median test input is
-the one at the middle of the test inputs ordered by the recorded run time of the selector's choice (recorded
-features). There, live: every variant is timed (the suite's timer and checks); the time from fix until the features are on the host; the feature path's
-cost (a first call with the features landed, after a sleep of twice that time) and the gate from it; then,
-``--repeats`` times per
-pause: the object's features are forgotten, the selector's ``fix`` starts them on a side stream (its host time is
-reported: it is spent at fix time, not in the first call), the caller pauses (``--pauses`` ms: ``time.sleep``, the
+here); ``--no-gate``: the feature rule at every size where it beat the host rule. Below the gate nothing is
+prefetched (``fix`` starts nothing), so the first call is the host rule alone. The median test input is the one at
+the middle of the test inputs ordered by the recorded run time of the selector's choice (recorded features).
+There, live: every variant is timed (the suite's timer and checks); the time from fix until the features are on
+the host; the feature path's cost (a first call with the features landed, after a sleep of twice that time) and
+the gate from it; then, ``--repeats`` times per pause: the object's features are forgotten, the selector's
+``fix`` starts them on a side stream where the gate admits the object (its host time is reported: it is spent at
+fix time, not in the first call), the caller pauses (``--pauses`` ms: ``time.sleep``, the
 GIL free as during device waits or I/O; and once busy in Python holding the GIL, where the early finish has to
 wait for it), and the first call (``bind``) is timed on the host. Reported: its median and p90, how often the
 features were used, the time from fix until the features were on the host, the chosen variant's fraction of
