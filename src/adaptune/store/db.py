@@ -176,7 +176,7 @@ def _param_counts(run: tuple[Any, ...], configs: list[tuple[Mapping[str, Any], s
             names = tuple(group[0])
             if all(tuple(c) == names for c in group):
                 columns = (list(map(itemgetter(name), group)) for name in names)
-                counted.update(_column_counts(names, columns, repeat(status)))
+                counted.update(_column_counts(names, columns, [status] * len(group)))
             else:
                 counted.update((name, type(v), v, status) for c in group for name, v in c.items())
     except TypeError:  # unhashable values (lists, objects): counted by their text
@@ -185,20 +185,26 @@ def _param_counts(run: tuple[Any, ...], configs: list[tuple[Mapping[str, Any], s
     return _count_texts(run, counted)
 
 
-def _column_counts(names: Sequence[str], columns: Iterable[Sequence[Any]], statuses: Iterable[str]) -> Counter:
-    """``{(name, type, value, status): n}`` of each parameter's column of values (``statuses``: each row's, or
-    a ``repeat`` of one): a value and its type, as 1, 1.0 and True are equal keys."""
+def _column_counts(names: Sequence[str], columns: Iterable[Sequence[Any]], statuses: list[str]) -> Counter:
+    """``{(name, type, value, status): n}`` of each parameter's column of values (``statuses``: each row's): a
+    value with its type, as 1, 1.0 and True are equal keys. A column of one type is counted at once in C, as if
+    every row had the first row's status, then the rows of other statuses (a few) are moved."""
     counted: Counter = Counter()
-    statuses = statuses if isinstance(statuses, repeat) else list(statuses)
+    first = statuses[0] if statuses else ""
+    others = [i for i, s in enumerate(statuses) if s != first]
     for name, column in zip(names, columns, strict=True):
         kinds = set(map(type, column))
-        if len(kinds) == 1:  # one type (the usual): the values alone, counted in C
-            kind = kinds.pop()
-            pairs = Counter(zip(column, statuses, strict=False))  # statuses may repeat
-            for (v, status), n in pairs.items():
-                counted[(name, kind, v, status)] += n
-        else:
-            counted.update(zip(repeat(name), map(type, column), column, statuses))
+        if len(kinds) != 1:
+            counted.update(zip(repeat(name), map(type, column), column, statuses, strict=True))
+            continue
+        kind = kinds.pop()
+        values = Counter(column)
+        for i in others:
+            values[column[i]] -= 1
+            counted[(name, kind, column[i], statuses[i])] += 1
+        for v, n in values.items():
+            if n:
+                counted[(name, kind, v, first)] += n
     return counted
 
 
