@@ -5,7 +5,10 @@ import math
 import numpy as np
 
 from adaptune.records import Status
-from adaptune.store.rows import encode_columns, encode_fields
+from adaptune.store.base import RecordColumns
+from adaptune.store.db import chunks, encode_rows, encode_stream
+from adaptune.store.kt_cache import EntryReader
+from adaptune.store.rows import encode_block, encode_columns, encode_fields
 
 RUN = (1, 2, 3)
 
@@ -33,3 +36,23 @@ def test_columns_encode_as_rows_do_or_hand_back():
     for config in ({"a": 1.5, "b": 2}, {"a": "é", "b": 1}, {"a": np.int64(3), "b": 1}):
         assert encode_columns(RUN, [record(config)]) is None
     assert encode_columns(RUN, []) == []
+
+
+def test_blocks_of_checked_entries_encode_as_their_records_in_chunks_of_the_size_asked():
+    names = ["b", "a"]  # out of order: the key's text sorts them
+    entries = [{"b": i % 7, "a": i, "time": "CompilationFailedConfig" if i % 5 == 0 else 0.5 + i,
+                "times": [1.0, 2], "compile_time": 3, "power": 1.5, "timestamp": "2024-01-02 03:04:05+00:00"}
+               for i in range(23)]
+    members = [(f"{e['b']},{e['a']}", e) for e in entries]
+    reader = EntryReader(names, None)
+    block = reader.block(members[:17], set())
+    assert isinstance(block, RecordColumns) and block.records() == reader.many(members[:17], set())
+    assert not isinstance(reader.block([*members[:3], ("9,9", entries[3])], set()), RecordColumns)  # a bad key
+    stream = [*block.records()[:2], block.cut(2, 17), *reader.many(members[17:], set())]
+    records = block.records() + reader.many(members[17:], set())
+    for size in (4, 10, 100):
+        got = list(encode_stream(RUN, stream, size))
+        assert [len(c.rows) for c in got] == [len(c) for c in chunks(records, size)]
+        assert got == [encode_rows(RUN, c) for c in chunks(records, size)]
+    assert encode_block(RUN, block) == encode_columns(RUN, block.records())
+    assert encode_block(RUN, RecordColumns(("a",), *block.cut(0, 2)[1:])) is None  # one name: the records' way

@@ -42,6 +42,33 @@ def record_of(r: Result) -> Record:
             r.error, r.timestamp)
 
 
+class RecordColumns(NamedTuple):
+    """Many records of one configuration layout as columns: what a bulk import's column checks produce, encoded
+    to rows without a configuration dict or a record tuple per entry (``rows.encode_block``). ``values`` holds
+    each configuration's values in the order of ``names``; every other field is a column of ``Record``'s."""
+
+    names: tuple[str, ...]
+    values: list[tuple[Any, ...]]
+    statuses: list[Status]
+    times: list[float]
+    samples: list[list[float]]
+    compile_ms: list[float]
+    verify_ms: list[float]
+    benchmark_ms: list[float]
+    observers: list[dict[str, float]]
+    errors: list[str]
+    stamps: list[float]
+
+    def cut(self, start: int, stop: int) -> RecordColumns:
+        """The entries ``start:stop`` of the block."""
+        return RecordColumns(self.names, *(column[start:stop] for column in self[1:]))
+
+    def records(self) -> list[Record]:
+        """The same entries as ``Record`` tuples (a configuration dict each)."""
+        configs = map(dict, map(zip, [self.names] * len(self.values), self.values))
+        return list(zip(configs, *self[2:], strict=True))
+
+
 # ------------------------------------------------------------------------------------------ records
 class RunKey(NamedTuple):
     """One run: (device, problem, input) ids, in the order the write methods take them."""

@@ -18,7 +18,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from itertools import islice, repeat
+from itertools import chain, islice, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -42,6 +42,7 @@ from adaptune.store.base import (
     ProblemInfo,
     ProblemRow,
     Record,
+    RecordColumns,
     RunKey,
     RunSummary,
     StoredResult,
@@ -64,6 +65,7 @@ from adaptune.store.rows import (
     decode,
     decode_stored,
     encode,
+    encode_block,
     encode_columns,
     encode_fields,
     fast_config_key,
@@ -103,14 +105,63 @@ class Encoded(NamedTuple):
     params: Counter
 
 
-def encode_rows(run: RunKey, records: Iterable[Record]) -> Encoded:
+def encode_rows(run: RunKey, records: Iterable[Record] | RecordColumns) -> Encoded:
     """The database rows of ``records`` in ``run`` (plain tuples: they pickle, for a reader in another process)."""
     run = RunKey(*(int(x) for x in run))
+    if isinstance(records, RecordColumns):
+        rows = encode_block(run, records)
+        if rows is not None:
+            statuses = list(map(str, records.statuses))
+            columns = zip(*records.values, strict=True)
+            return Encoded(rows, _count_texts(run, _column_counts(records.names, columns, statuses)))
+        records = records.records()
     records = list(records)
     rows = encode_columns(run, records)
     if rows is None:
         rows = [encode_fields(run, *r) for r in records]
     return Encoded(rows, _param_counts(run, [(r[0], str(r[1])) for r in records]))
+
+
+def encode_stream(run: RunKey, items: Iterable[Record | RecordColumns], size: int) -> Iterator[Encoded]:
+    """:func:`encode_rows` of a stream of records and blocks of them, ``size`` rows a chunk (the last one
+    shorter), as ``chunks`` would cut the records: a block is cut where a chunk ends."""
+    parts: list[Encoded] = []
+    records: list[Record] = []
+    count = 0
+    for item in items:
+        pieces: list[Any] = [item]
+        if isinstance(item, RecordColumns):  # cut where this chunk ends, then every ``size``
+            starts = [0, *range(size - count, len(item.values), size)]
+            pieces = [item.cut(a, b) for a, b in zip(starts, [*starts[1:], len(item.values)], strict=True)]
+        for piece in pieces:
+            if isinstance(piece, RecordColumns):
+                if records:
+                    parts.append(encode_rows(run, records))
+                    records = []
+                parts.append(encode_rows(run, piece))
+                count += len(piece.values)
+            else:
+                records.append(piece)
+                count += 1
+            if count >= size:
+                if records:
+                    parts.append(encode_rows(run, records))
+                    records = []
+                yield _joined(parts)
+                parts, count = [], 0
+    if records:
+        parts.append(encode_rows(run, records))
+    if parts:
+        yield _joined(parts)
+
+
+def _joined(parts: list[Encoded]) -> Encoded:
+    if len(parts) == 1:
+        return parts[0]
+    counts: Counter = Counter()
+    for part in parts:
+        counts.update(part.params)
+    return Encoded(list(chain.from_iterable(p.rows for p in parts)), counts)
 
 
 def _param_counts(run: tuple[Any, ...], configs: list[tuple[Mapping[str, Any], str]]) -> Counter:
@@ -124,24 +175,44 @@ def _param_counts(run: tuple[Any, ...], configs: list[tuple[Mapping[str, Any], s
         for status, group in by_status.items():
             names = tuple(group[0])
             if all(tuple(c) == names for c in group):
-                for name in names:
-                    column = list(map(itemgetter(name), group))
-                    kinds = set(map(type, column))
-                    if len(kinds) == 1:  # one type (the usual): the values alone, counted in C
-                        kind = kinds.pop()
-                        for v, n in Counter(column).items():
-                            counted[(name, kind, v, status)] += n
-                    else:
-                        counted.update(zip(repeat(name), map(type, column), column, repeat(status)))
+                columns = (list(map(itemgetter(name), group)) for name in names)
+                counted.update(_column_counts(names, columns, [status] * len(group)))
             else:
                 counted.update((name, type(v), v, status) for c in group for name, v in c.items())
-        found = ((name, orjson.dumps(v).decode(), status, n) for (name, _, v, status), n in counted.items())
     except TypeError:  # unhashable values (lists, objects): counted by their text
-        found = ((name, text, status, 1) for config, status in configs
-                 for name, text in ((k, orjson.dumps(v).decode()) for k, v in config.items()))
+        return Counter((*run, name, orjson.dumps(v).decode(), status) for config, status in configs
+                       for name, v in config.items())
+    return _count_texts(run, counted)
+
+
+def _column_counts(names: Sequence[str], columns: Iterable[Sequence[Any]], statuses: list[str]) -> Counter:
+    """``{(name, type, value, status): n}`` of each parameter's column of values (``statuses``: each row's): a
+    value with its type, as 1, 1.0 and True are equal keys. A column of one type is counted at once in C, as if
+    every row had the first row's status, then the rows of other statuses (a few) are moved."""
+    counted: Counter = Counter()
+    first = statuses[0] if statuses else ""
+    others = [i for i, s in enumerate(statuses) if s != first]
+    for name, column in zip(names, columns, strict=True):
+        kinds = set(map(type, column))
+        if len(kinds) != 1:
+            counted.update(zip(repeat(name), map(type, column), column, statuses, strict=True))
+            continue
+        kind = kinds.pop()
+        values = Counter(column)
+        for i in others:
+            values[column[i]] -= 1
+            counted[(name, kind, column[i], statuses[i])] += 1
+        for v, n in values.items():
+            if n:
+                counted[(name, kind, v, first)] += n
+    return counted
+
+
+def _count_texts(run: tuple[Any, ...], counted: Counter) -> Counter:
+    """``{(device, problem, input, name, value as JSON text, status): n}`` of ``_column_counts``' counts."""
     texts: Counter = Counter()
-    for name, text, status, n in found:
-        texts[(*run, name, text, status)] += n
+    for (name, _, v, status), n in counted.items():
+        texts[(*run, name, orjson.dumps(v).decode(), status)] += n
     return texts
 
 

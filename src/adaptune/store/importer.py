@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from adaptune.records import Result, Status
-from adaptune.store.base import DEFAULT_CHUNK, BaseStore, Record, RunKey, record_of
-from adaptune.store.db import Loader, Store, chunks, encode_rows
+from adaptune.store.base import DEFAULT_CHUNK, BaseStore, Record, RecordColumns, RunKey, record_of
+from adaptune.store.db import Loader, Store, chunks, encode_stream
 from adaptune.store.errors import FormatError
 from adaptune.store.jsonstream import JsonStream, Truncated, compression_cut, open_text
 from adaptune.store.kt_cache import EntryReader, kt_header
@@ -170,11 +170,13 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
         with open_text(path) as text:
             js = JsonStream(text, source)
             _members(js, frozenset({big}))
-            items = _kt_items(js, space, names, report) if big == "cache" else _t4_items(js, names, scale, report)
+            sql = isinstance(store, Store)
+            items: Iterator[Any] = (_kt_items(js, space, names, report, blocks=sql and bool(space.params))
+                                    if big == "cache" else _t4_items(js, names, scale, report))
             if not space.params:
                 items = _noting_values(items, seen)
-            for chunk in chunks(items, chunk_size):
-                yield (encode_rows(run, chunk) if isinstance(store, Store) else chunk), js.offset
+            for chunk in encode_stream(run, items, chunk_size) if sql else chunks(items, chunk_size):
+                yield chunk, js.offset
             cut = compression_cut(text)
             if cut and not report.skipped:  # cut between two entries: what followed is lost, unseen
                 report.skip(f"{cut}; the entries after it are missing")
@@ -208,7 +210,10 @@ def _loader(store: BaseStore, run: RunKey, path: Path, first: tuple[Any, int] | 
     return nullcontext(Loader(lambda records: store.put_records(run, records)))
 
 
-def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: ImportReport) -> Iterator[Record]:
+def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: ImportReport, *,
+              blocks: bool = False) -> Iterator[Record | RecordColumns]:
+    """The cache's entries as Records; with ``blocks``, a block of entries that the column checks vouch for
+    as one :class:`RecordColumns` (for ``encode_stream``: no record per entry)."""
     reader = EntryReader(names, space.params or None)
     dropped: set[str] = set()
     js.expect("{")
@@ -216,7 +221,11 @@ def _kt_items(js: JsonStream, space: RecordedSpace, names: list[str], report: Im
         while js.peek() not in ("}", ""):  # "": an open cache that ends after a complete entry
             block = js.line_members()
             if block is not None:  # the common layout, one entry a line: many entries a decode, checked a column
-                for record in reader.many(block, dropped):  # at a time
+                checked = reader.block(block, dropped) if blocks else reader.many(block, dropped)  # at a time
+                if isinstance(checked, RecordColumns):
+                    yield checked
+                    continue
+                for record in checked:
                     if isinstance(record, FormatError):
                         report.skip(str(record))
                     else:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptune.records import Result, Status
+from adaptune.store.base import RecordColumns
 from adaptune.store.codec import jsonable
 from adaptune.store.errors import FormatError
 from adaptune.store.files import read_text, write_text
@@ -279,7 +280,14 @@ class EntryReader:
             for i, entry in enumerate(entries):
                 by_layout.setdefault(tuple(entry) if type(entry) is dict else (), []).append(i)
         for layout, rows in by_layout.items():
-            slow = self._columns(layout, rows, members, out)
+            checked, good = self._columns(layout, rows, members)
+            slow = rows if checked is None else []
+            if checked is not None:
+                for i, ok, record in zip(rows, good, checked.records(), strict=True):
+                    if ok:
+                        out[i] = record
+                    else:
+                        slow.append(i)
             for i in slow:
                 key, entry = members[i]
                 try:
@@ -288,31 +296,44 @@ class EntryReader:
                     out[i] = exc
         return out
 
-    def _columns(self, layout: tuple[str, ...], rows: list[int], members: list[tuple[str, Any]],
-                 out: list[Any]) -> list[int]:
-        """Fill ``out`` for the entries of one layout that the column checks vouch for; the others' indexes."""
+    def block(self, members: list[tuple[str, Any]], dropped: set[str]) -> RecordColumns | list[Any]:
+        """The entries as one :class:`RecordColumns` where the column checks vouch for every one of them (one
+        layout, nothing unusual: a bulk import then builds no record per entry), else :meth:`many`'s list."""
+        entries = list(map(itemgetter(1), members))
+        if entries and set(map(type, entries)) == {dict}:
+            layouts = set(map(tuple, entries))
+            if len(layouts) == 1:
+                checked, good = self._columns(layouts.pop(), list(range(len(members))), members)
+                if checked is not None and all(good):
+                    return checked
+        return self.many(members, dropped)
+
+    def _columns(self, layout: tuple[str, ...], rows: list[int], members: list[tuple[str, Any]]
+                 ) -> tuple[RecordColumns | None, list[bool]]:
+        """The entries of one layout (``rows``) as columns, with which of them the column checks vouch for (the
+        others may hold anything); None where the checks cannot take this layout or block at all."""
         names = self.names
         fields = set(layout)
         if (not layout or len(fields) != len(layout) or not fields.issuperset(names) or "time" not in fields
                 or "timestamp" not in fields or STATUS_FIELD in fields or ERROR_FIELD in fields or len(names) < 1):
-            return rows
+            return None, []
         entries = [members[i][1] for i in rows] if len(rows) < len(members) else list(map(itemgetter(1), members))
-        columns = {k: list(map(itemgetter(k), entries)) for k in layout}
+        columns = dict(zip(layout, map(list, zip(*map(dict.values, entries), strict=True)), strict=True))
         allowed = self.allowed
         for j, n in enumerate(names):
             column = columns[n]
             if not set(map(type, column)) <= _PLAIN_NUMBERS:  # strings may be failures; bools: fields()
-                return rows
+                return None, []
             if allowed is not None and not (isinstance(allowed[j], frozenset) and allowed[j].issuperset(column)):
-                return rows
+                return None, []
         values = list(zip(*(columns[n] for n in names), strict=True))
         spelt = ",".join(["%s"] * len(names)).__mod__  # the key Kernel Tuner writes: ",".join(map(str, values))
         if [members[i][0] for i in rows] != list(map(spelt, values)):
-            return rows
+            return None, []
         observed = [k for k in layout if k not in _RESERVED and k not in self._names_set]
         for k in (*observed, *(k for k in TIMING_FIELDS if k in fields)):
             if not set(map(type, columns[k])) <= _PLAIN_NUMBERS:
-                return rows
+                return None, []
         n = len(rows)
         times = columns["time"]
         status_of = FAILURE_STATUS.get  # a failure string in 'time': that failure, its string the error text
@@ -323,19 +344,14 @@ class EntryReader:
         times = [float(t) if s is Status.OK else math.inf for s, t in zip(statuses, times, strict=True)]
         samples = _sample_lists(columns.get("times"), n, good)
         timings = [list(map(float, columns[k])) if k in fields else [0.0] * n for k in TIMING_FIELDS]
-        configs = map(dict, map(zip, repeat(names), values))
-        observers = (map(dict, map(zip, repeat(observed), zip(*(map(float, columns[k]) for k in observed),
-                                                                  strict=True)))
-                     if observed else ({} for _ in rows))
-        records = zip(configs, statuses, times, samples, *timings, observers, errors,
-                      _timestamps(columns["timestamp"]), strict=True)
-        slow = []
-        for i, ok, record in zip(rows, good, records, strict=True):
-            if ok and record[-1] is not None:
-                out[i] = record
-            else:  # an unknown string or non-finite time, odd samples, a timestamp that does not read
-                slow.append(i)
-        return slow
+        observers = (list(map(dict, map(zip, repeat(observed), zip(*(map(float, columns[k]) for k in observed),
+                                                                       strict=True))))
+                     if observed else [{} for _ in rows])
+        stamps = _timestamps(columns["timestamp"])
+        if None in stamps:  # a timestamp that does not read
+            good = [ok and s is not None for ok, s in zip(good, stamps, strict=True)]
+        return RecordColumns(tuple(names), values, statuses, times, samples, *timings, observers, errors,
+                             stamps), good
 
 
 def _sample_lists(column: list[Any] | None, n: int, good: list[bool]) -> list[Any]:

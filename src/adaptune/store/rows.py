@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from adaptune.records import Result, Status
-from adaptune.store.base import RunKey, StoredResult
+from adaptune.store.base import RecordColumns, RunKey, StoredResult
 from adaptune.store.codec import BINS_PER_OCTAVE, config_hash, config_hashes, config_key, dumps, time_bin
 
 _OK = str(Status.OK)
@@ -82,8 +82,7 @@ def encode_columns(run: RunKey, records: Sequence[tuple[Any, ...]]) -> list[tupl
     the caller then encodes row by row. The same tuples either way (tested)."""
     if not records:
         return []
-    configs, statuses, times, samples, compile_ms, verify_ms, benchmark_ms, observers, errors, stamps = zip(
-        *records, strict=True)
+    configs, *fields = zip(*records, strict=True)
     if set(map(type, configs)) != {dict}:
         return None
     values = list(chain.from_iterable(map(dict.values, configs)))
@@ -92,41 +91,71 @@ def encode_columns(run: RunKey, records: Sequence[tuple[Any, ...]]) -> list[tupl
         return None
     layouts = set(map(tuple, configs))
     try:
-        if (kinds == {int} and len(layouts) == 1 and len(configs[0]) > 1 and min(values) >= -(2 ** 63)
-                and max(values) < 2 ** 63):
-            keys, config_texts = _int_texts(configs, next(iter(layouts)))
+        if kinds == {int} and len(layouts) == 1 and len(configs[0]) > 1 and _in_int64(values):
+            keys, config_texts = _int_texts(next(iter(layouts)), list(map(tuple, map(dict.values, configs))))
         else:  # the key: the canonical text, as fast_config_key
             keys = list(map(bytes.decode, map(_sorted_json, configs)))
             config_texts = list(map(bytes.decode, map(_json_bytes, configs)))
-        sample_texts = list(map(bytes.decode, map(_json_bytes, samples)))
-        observer_texts = list(map(bytes.decode, map(_json_bytes, observers)))
+        return _assemble(run, keys, config_texts, *fields)
     except TypeError:
         return None
+
+
+def encode_block(run: RunKey, block: RecordColumns) -> list[tuple[Any, ...]] | None:
+    """:func:`encode_columns` of a block's records without building them: the configurations' texts straight
+    from their value tuples (integer values of two or more parameters; else None, and the caller encodes
+    ``block.records()``). The same tuples (tested)."""
+    values = block.values
+    if len(block.names) < 2 or not values:
+        return None
+    flat = list(chain.from_iterable(values))
+    if set(map(type, flat)) != {int} or not _in_int64(flat):
+        return None
+    keys, config_texts = _int_texts(block.names, values)
+    try:
+        return _assemble(run, keys, config_texts, *block[2:])
+    except TypeError:
+        return None
+
+
+def _in_int64(values: list[int]) -> bool:
+    return min(values) >= -(2 ** 63) and max(values) < 2 ** 63
+
+
+def _assemble(run: RunKey, keys: list[str], config_texts: list[str], statuses: Sequence[Any],
+              times: Sequence[float], samples: Sequence[Any], compile_ms: Sequence[float],
+              verify_ms: Sequence[float], benchmark_ms: Sequence[float], observers: Sequence[Any],
+              errors: Sequence[Any], stamps: Sequence[float]) -> list[tuple[Any, ...]]:
+    """The rows given each configuration's key and text and the records' other fields as columns."""
+    sample_texts = list(map(bytes.decode, map(_json_bytes, samples)))
+    observer_texts = list(map(bytes.decode, map(_json_bytes, observers)))
     hashes = config_hashes(keys)
-    statuses = list(map(str, statuses))
+    status_texts = list(map(str, statuses))
     stored = [t if s == _OK and -math.inf < t < math.inf else None
-              for s, t in zip(statuses, map(float, times), strict=True)]
+              for s, t in zip(status_texts, map(float, times), strict=True)]
     log2, floor = math.log2, math.floor
     bins = [floor(log2(t) * BINS_PER_OCTAVE) if t is not None and t > 0.0 else None for t in stored]
     error_texts: Any = errors if set(errors) <= {""} else [str(e or "") for e in errors]
-    n = len(records)
+    n = len(keys)
     return list(zip(repeat(run[0], n), repeat(run[1], n), repeat(run[2], n), keys, hashes,
-                    config_texts, statuses, stored, sample_texts, map(float, compile_ms),
+                    config_texts, status_texts, stored, sample_texts, map(float, compile_ms),
                     map(float, verify_ms), map(float, benchmark_ms), observer_texts, error_texts,
                     map(float, stamps), bins, strict=True))
 
 
-def _int_texts(configs: Sequence[dict[str, int]], layout: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """The keys and JSON texts of configurations of integers sharing one layout (of two or more names), by one
-    ``%`` template each: the same text as orjson's (names spelt by orjson), in a third of its time."""
+def _int_texts(layout: Sequence[str], values: list[tuple[int, ...]]) -> tuple[list[str], list[str]]:
+    """The keys and JSON texts of configurations of integers sharing one layout (of two or more names; their
+    values in its order), by one ``%`` template each: the same text as orjson's (names spelt by orjson), in a
+    third of its time."""
     def template(names: Sequence[str]) -> str:
         return "{" + ",".join(orjson.dumps(k).decode().replace("%", "%%") + ":%d" for k in names) + "}"
 
     ordered = sorted(layout)
-    keys = list(map(template(ordered).__mod__, map(itemgetter(*ordered), configs)))
+    texts = list(map(template(layout).__mod__, values))
     if list(layout) == ordered:
-        return keys, keys
-    return keys, list(map(template(layout).__mod__, map(tuple, map(dict.values, configs))))
+        return texts, texts
+    where = [list(layout).index(n) for n in ordered]
+    return list(map(template(ordered).__mod__, map(itemgetter(*where), values))), texts
 
 
 def encode(run: RunKey, result: Result) -> tuple[Any, ...]:
