@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from adaptune.adaptive.models import fit_model
-from adaptune.kernels import inputs
+from adaptune.kernels import distilled, inputs
 from adaptune.kernels.device import OpenCLDevice
 from adaptune.lang import ndp
 from adaptune.lang.ndp.prefetched import PrefetchedSelector
+from adaptune.lang.ndp.program import SAMPLE_ROWS, _spread_of_offsets, _spread_of_sample
 from benchmarks.ndp.run import exclusive_scan, row_sums  # the benchmark's computations (row sums, a scan)
 
 LABELS = {"scalar": ("independent.sequential", {"block_size": 64, "enable_unroll": 0}),
@@ -102,8 +103,6 @@ def test_a_pick_that_lands_after_forget_is_not_taken(dev):
 
 
 def test_the_cost_models_student_picks_as_the_model_at_landing_and_the_outputs_are_equal(dev):
-    from adaptune.kernels import distilled
-
     prog = row_sums.generate(dev)
     cases = [_ragged(dev, f, s) for f, s in (("constant_row", 1), ("arrow", 3), ("power_law", 2))]
     x = np.array([prog.features(*a) for a, _ in cases])
@@ -123,8 +122,6 @@ def test_the_cost_models_student_picks_as_the_model_at_landing_and_the_outputs_a
 
 
 def test_the_row_spread_has_the_bits_of_numpys_std_on_both_paths():
-    from adaptune.lang.ndp.program import SAMPLE_ROWS, _spread_of_offsets, _spread_of_sample
-
     rng = np.random.default_rng(3)
     for _ in range(200):
         rows = int(rng.integers(1, 3000))

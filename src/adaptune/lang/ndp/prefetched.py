@@ -65,9 +65,9 @@ class PrefetchedSelector:
         names = list(self.labels)
         self.pick_host = compile_rule(host, names, program.n_host_features)
         self.pick_full = compile_rule(full, names, len(program.feature_names))
-        # fixed inputs (bookkeeping: the input, a token of this fix, its Pending) and the landed picks, which
-        # alone the gate reads: a call made soon after the pick lands runs on cold caches (the finishing
-        # thread just ran), so it touches as few objects as it can
+        # fixed inputs (bookkeeping: the input, a token of this fix, its Pending, held so that its buffers live
+        # until they land) and the landed picks, which alone the gate reads: a call made soon after the pick
+        # lands runs on cold caches (the finishing thread just ran), so it touches as few objects as it can
         self._fixed: OrderedDict[int, tuple[Any, object, Pending | None]] = OrderedDict()
         self._picks: dict[int, tuple[Any, str]] = {}
         self._lock = threading.Lock()
