@@ -43,7 +43,7 @@ out["tune"] = {"worker_start": env["worker_start"], "ok": sum("__error__" not in
                "crash": [r.get("adaptune_status", "") + " " + r.get("adaptune_error", "") for r in rows
                          if r["mode"] == 4]}
 rows, env = tune_kernel("vadd", SOURCE, n, args, {"block_size_x": [128]}, lang="OpenCL", quiet=True)
-out["next_call"] = env["worker_start"]  # the last call's worker may still be closing: waited for, then forked
+out["next_call"] = env["worker_start"]  # the last call's worker may still be closing: forked all the same
 stop = threading.Event()
 busy = threading.Thread(target=stop.wait, name="users-thread")
 busy.start()

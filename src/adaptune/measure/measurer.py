@@ -23,7 +23,7 @@ from typing import Any
 import cloudpickle
 
 from adaptune.backends import BACKENDS
-from adaptune.measure.channel import send_raw
+from adaptune.measure.channel import send_setup
 from adaptune.measure.geometry import SpecError
 from adaptune.measure.process import WorkerProcess, take_spare, warm_argument
 from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
@@ -103,9 +103,7 @@ class Measurer:
         self._finalizer = weakref.finalize(self, worker.stop)
         sent = time.monotonic()
         with contextlib.suppress(OSError):  # a worker that died already: _receive reports how
-            worker.conn.send(("setup", self._payload, [b.nbytes for b in self._buffers]))
-            for buffer in self._buffers:
-                send_raw(worker.conn, buffer)
+            send_setup(worker.conn, self._payload, self._buffers)
         message = self._receive(self.start_timeout_s)
         if message is None or message[0] != "ready":
             note = _stderr_note(worker)
@@ -243,8 +241,8 @@ class Measurer:
         return {**message[1], "restarts": self.restarts}
 
     def close(self) -> None:
-        """Stop the worker: it gets 5 s to release the device, waited for in the background (the caller
-        goes on at once); safe to call twice."""
+        """Stop the worker: it gets 5 s to release the device, and the caller goes on at once (the next
+        worker's start reaps it); safe to call twice."""
         worker = self._worker
         if worker is not None and self._alive():
             try:
@@ -254,7 +252,7 @@ class Measurer:
             else:
                 self._finalizer.detach()
                 self._worker = self._finalizer = None
-                worker.stop_in_background(grace_s=5.0)
+                worker.close_later(grace_s=5.0)
                 return
         self._kill()
 

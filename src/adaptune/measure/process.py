@@ -28,7 +28,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -39,8 +38,6 @@ from adaptune.measure.fork import ForkedChild, fork_child, fork_refusal
 from adaptune.measure.worker import main as worker_main
 
 STDERR_TAIL_CHARS = 2000
-#: how long a new worker's fork waits for closed workers' exits (threads) before it gives up and execs
-EXITS_WAIT_S = 1.0
 #: values of ``$ADAPTUNE_WORKER_START``
 START_METHODS = ("auto", "fork", "exec")
 
@@ -130,11 +127,11 @@ class WorkerProcess:
         self.conn = Connection(ours.detach())
 
     def _start(self, theirs: socket.socket, argv: list[str]) -> tuple[subprocess.Popen | ForkedChild, str]:
-        """Fork when :data:`ADAPTUNE_WORKER_START` allows it and it is safe (:func:`fork_refusal`), else exec."""
+        """Reap the closed workers that have exited, then fork when :data:`ADAPTUNE_WORKER_START` allows it and it is safe (:func:`fork_refusal`), else exec."""
+        reap_closed()
         method = start_method()
         why = "ADAPTUNE_WORKER_START=exec"
         if method != "exec":
-            _await_exits(EXITS_WAIT_S)  # a script's previous call's worker, still closing in a thread
             refusal = fork_refusal()
             if refusal is None:
                 child = fork_child(partial(worker_main, argv), theirs.fileno(), self._stderr.fileno())
@@ -182,12 +179,14 @@ class WorkerProcess:
             return "\n".join(lines).strip()[-STDERR_TAIL_CHARS:]
         return ""
 
-    def stop_in_background(self, grace_s: float) -> None:
-        """:meth:`stop` in a thread: the caller goes on while the worker releases its device."""
-        thread = threading.Thread(target=self.stop, kwargs={"grace_s": grace_s}, daemon=True,
-                                  name="adaptune-worker-exit")
-        _exiting.add(thread)
-        thread.start()
+    def close_later(self, grace_s: float) -> None:
+        """Close the socket and go on: the worker exits on its own once it has released its device; it is
+        reaped, or killed when it is still running ``grace_s`` from now, at the next worker's start
+        (:func:`reap_closed`). No thread waits for it, so the next worker can be forked at once (a thread waiting
+        here made that fork wait for the exit: about 0.2 s of an H100's context teardown per call of a script)."""
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        _closed.append((self, time.monotonic() + grace_s))
 
     def stop(self, grace_s: float = 0.0) -> None:
         """Close the socket, wait up to ``grace_s`` for a clean exit, then kill; idempotent."""
@@ -205,17 +204,20 @@ class WorkerProcess:
 
 
 
-#: Threads of :meth:`WorkerProcess.stop_in_background` (finished ones are dropped by :func:`_await_exits`).
-_exiting: set[threading.Thread] = set()
+#: Closed workers not yet exited, with the moment each is killed if still running (:meth:`WorkerProcess.close_later`).
+_closed: list[tuple[WorkerProcess, float]] = []
 
 
-def _await_exits(limit_s: float) -> None:
-    """Wait up to ``limit_s`` for workers that are closing in the background: a fork needs no other thread."""
-    deadline = time.monotonic() + limit_s
-    for thread in list(_exiting):
-        thread.join(max(0.0, deadline - time.monotonic()))
-        if not thread.is_alive():
-            _exiting.discard(thread)
+def reap_closed() -> None:
+    """Forget the closed workers that have exited; kill those past their grace period. Never waits."""
+    now = time.monotonic()
+    for entry in list(_closed):
+        worker, deadline = entry
+        if worker.proc.poll() is not None:
+            _closed.remove(entry)
+        elif now >= deadline:
+            worker.stop()
+            _closed.remove(entry)
 
 
 #: Workers started ahead by :func:`spare_worker`, by their ``warm`` text, until a Measurer takes one.
@@ -251,3 +253,4 @@ def _stop_spares() -> None:
     for worker in _spares.values():
         worker.stop()
     _spares.clear()
+    reap_closed()  # the others exit on their own: their sockets are closed, and they watch for their parent

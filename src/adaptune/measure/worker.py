@@ -5,8 +5,8 @@ by re-importing the user's ``__main__``, so tuning works from a script without a
 notebook, ``python -c`` or ``python - < file`` -- or, where that is safe, forked from the parent, whose child calls
 :func:`main` with the same arguments (:mod:`adaptune.measure.fork`). It answers messages from
 :class:`~adaptune.measure.measurer.Measurer` over the socket ``FD``:
-``("setup", payload, sizes)`` followed by the bytes of each out-of-band buffer of ``sizes`` (the argument arrays,
-unframed: :func:`~adaptune.measure.channel.send_raw`)
+``("setup", payload, sizes, shared)`` followed by the out-of-band buffers of ``sizes`` (the argument arrays): a
+shared-memory file's descriptor, or their bytes unframed (:mod:`adaptune.measure.channel`)
 -> ``("ready", DeviceInfo, start_phases)`` or ``("setup_error", message)``;
 ``("measure", config, best_ms)`` -> ``("compiled", ms)`` then ``("result", Result, restart)`` or
 ``("spec_error", message)``; ``("prefetch", configs)``; ``("binaries", [(config, KernelBinary)])``; ``("stats",)`` -> ``("stats", dict)``;
@@ -39,7 +39,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from adaptune.backends import make_backend
-from adaptune.measure.channel import receive_raw
+from adaptune.measure.channel import receive_buffers
 from adaptune.measure.geometry import SpecError
 from adaptune.measure.runners import exception_text, make_runner
 from adaptune.records import Result, Status
@@ -95,9 +95,7 @@ def _receive_setup(conn: Connection, phases: dict[str, float]) -> tuple[str, Any
     message = conn.recv()
     if message[0] != "setup":
         return message[0], None
-    buffers = [bytearray(n) for n in message[2]]
-    for buffer in buffers:
-        receive_raw(conn, buffer)
+    buffers = receive_buffers(conn, message)
     try:
         loaded: Any = pickle.loads(message[1], buffers=buffers)  # from our parent's socket
     except Exception as exc:  # noqa: BLE001 - reported by serve, as any other setup failure
