@@ -21,7 +21,8 @@
 #                          the drop-in's CUDA test; 1-4: the examples, each refereed; 5: the worker's start
 #                          phases, and before/after with .carry/before: a call of its own; 6: reduction.py,
 #                          adaptune alone, 400 s; 8: the examples $KT_EXAMPLES names; several as 0,4 in one call, which stops
-#                          starting examples before KT_DEADLINE_S, default 540 s); carry .carry/kt  <= 10 min
+#                          starting examples before KT_DEADLINE_S, default 540 s; KT_REFEREE_ROUNDS, default 5);
+#                          carry .carry/kt  <= 10 min
 #                          "kt_examples spread" with KT_GROUPS: one group of examples per GPU at once (kt_spread)
 #
 # Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: the device copy has no .git),
@@ -200,7 +201,7 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
     [ "$left" -gt 30 ] || { echo "batch $batch: no time left"; continue; }
     timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run --kt-repo $c/kernel_tuner --lang cuda \
         --time-limit "$limit" --tools "$tools" --examples "$examples" --deadline-s "$left" \
-        --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$OUT/kt_examples_$batch"
+        --referee-rounds "${KT_REFEREE_ROUNDS:-5}" --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$OUT/kt_examples_$batch"
     elapsed "batch $batch done"
   done
 }
