@@ -79,55 +79,66 @@ class PrefetchedSelector:
         names = list(self.labels)
         self.pick_host = compile_rule(host, names, program.n_host_features)
         self.pick_full = compile_rule(full, names, len(program.feature_names))
-        # fixed inputs: id -> slot [the input (held: its id stays unique, and the identity test below is against a
-        # live object), the full rule's pick (None until it lands; the finishing thread writes it and nothing else
-        # the gate reads), the Pending (held so that its buffers live until they land)]. Forgetting or fixing
-        # again replaces the slot: a pick that lands in a dropped one is never read, so that thread takes no lock.
+        # fixed inputs: id -> slot [the input (held: its id stays unique), the full rule's pick (None until it
+        # lands), the Pending (held so that its buffers live until they land)]; forgetting or fixing again drops
+        # the slot, and a pick that lands in a dropped one is never read
         self._fixed: OrderedDict[int, list[Any]] = OrderedDict()
         self._latest: list[list[Any]] = [_NONE_FIXED]  # the slot of the input fixed last (not forgotten since)
         self._lock = threading.Lock()
-        latest, slot_of, key = self._latest, self._fixed.get, program.feature_position
+        slot_of, key = self._fixed.get, program.feature_position
         host_vector, pick_host = program.host_features, self.pick_host
+        # The input fixed last once its pick landed, and that pick: what the gate reads first. A call soon after
+        # the pick lands runs on cold caches (its thread was descheduled while another finished the features), so
+        # every distinct step costs: here one subscript, two cell reads and an ``is`` (no ``id()`` integer, no
+        # hashing, no dict lookup); any other fixed input is found through its id.
+        landed_input: Any = _NONE_FIXED[0]
+        landed_label: str | None = None
 
         def select(*arrays: Any) -> str:
-            # a call soon after the pick lands runs on cold caches (its thread was descheduled while another
-            # finished the features), where every distinct step costs: the input fixed last is recognised by
-            # identity (two list reads and an ``is``: no ``id()`` integer, no hashing, no dict lookup), any
-            # other fixed input through its id
             o = arrays[key]
-            slot = latest[0]
-            if o is not slot[0]:
-                slot = slot_of(id(o), _NONE_FIXED)
-            label = slot[1]
+            if o is landed_input:
+                return landed_label  # type: ignore[return-value]  # set with landed_input, never None then
+            label = slot_of(id(o), _NONE_FIXED)[1]
             if label is not None:
                 return label
             return pick_host(host_vector(*arrays))
 
+        def publish(o: Any, label: str | None) -> None:  # under the lock: the pick first, then the input
+            nonlocal landed_input, landed_label
+            landed_label = label
+            landed_input = o
+
         self.select: Callable[..., str] = select
+        self._publish = publish
 
     def fix(self, *arrays: Any, high_priority: bool = False) -> Pending:
         """Start these inputs' features (nothing waits); ``Pending.value`` becomes the full rule's label once
         they are on the host. The arrays must not change while they are fixed (``forget`` them first)."""
         o = self.program.feature_array(*arrays)
         ident, slot = id(o), [o, None, None]
-        with self._lock:
+        lock, latest, publish, pick_full = self._lock, self._latest, self._publish, self.pick_full
+        with lock:
             self._drop(ident)
-            self._fixed[ident] = self._latest[0] = slot
+            self._fixed[ident] = latest[0] = slot
+            publish(_NONE_FIXED[0], None)
             while len(self._fixed) > KEEP:
                 self._drop(next(iter(self._fixed)))
-        pick_full = self.pick_full
 
         def landed(vec: Sequence[float]) -> str:  # on the finishing thread (or at once: nothing to wait for)
             slot[1] = label = pick_full(vec)
+            with lock:
+                if latest[0] is slot:  # still the input fixed last: not forgotten, not fixed again
+                    publish(o, label)
             return label
 
         slot[2] = self.program.prefetch_features(*arrays, on_ready=landed, high_priority=high_priority)
         return slot[2]
 
-    def _drop(self, ident: int) -> None:
+    def _drop(self, ident: int) -> None:  # under the lock
         slot = self._fixed.pop(ident, None)
         if slot is not None and self._latest[0] is slot:
             self._latest[0] = _NONE_FIXED
+            self._publish(_NONE_FIXED[0], None)
 
     def used_features(self, *arrays: Any) -> bool:
         """Whether a call now would take the full rule's pick (for reports; no side effects)."""
