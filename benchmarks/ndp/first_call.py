@@ -169,6 +169,7 @@ def evaluate(prog: Any, available: Mapping[str, tuple[str, Mapping[str, Any]]], 
     run_ms = {lab: float(tte[med, labels.index(lab)]) for lab in labels}
     landed_ms, early_ms = run_ms[live["label_landed"]], run_ms[live["label_not_landed"]]
     out = {"full_rule": fit["full_kind"], "full_rule_cv": fit["full_cv"], "host_rule_cv": fit["host_cv"],
+           "full_rule_candidates_cv": fit["candidates_cv"], "student_recipe": fit.get("student_recipe"),
            "host_rule": f"tree depth {fit['host_depth']} over {prog.n_host_features} size feature(s)",
            "mean_fraction_of_oracle_landed": float(fraction(tte, labels, full_picks).mean()),
            "mean_fraction_of_oracle_not_landed": float(fraction(tte, labels, host_picks).mean()),
