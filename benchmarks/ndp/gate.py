@@ -1,7 +1,8 @@
-"""The landed first call's gate before and after issue 24's segmented-reduce fix, A/B on this host (PoCL).
+"""The landed first call's gate before and after issue 24's segmented-reduce fix, A/B (PoCL or CUDA).
 
-    python -m benchmarks.ndp.gate                      # -> out/ndp/ndp_gate_ab.{json,md}
-    python -m benchmarks.ndp.gate --profile smoke      # fewer repeats
+    python -m benchmarks.ndp.gate                               # PoCL -> out/ndp/ndp_gate_ab_pocl.{json,md}
+    python -m benchmarks.ndp.gate --profile smoke               # fewer repeats
+    bash benchmarks/gpu.sh ndp.gate --device cuda               # -> $OUT/ndp/ndp_gate_ab_h100.*
 
 What the main run's first-call share times (``first_call.measure``) is one ``select`` right after the pick landed.
 That call is dear (2.2 us on the H100's host against 0.2-0.6 us in a loop) because its thread was descheduled
@@ -13,11 +14,10 @@ and an ``is``). Both are built from the same rules (fitted on the recorded run's
 ``first_call.fit_rules``) at one ragged segmented-reduce input, and timed interleaved (order alternating) in
 ``ROUNDS`` rounds of ``repeats``, under two protocols:
 
-``handoff``: fix the inputs on PoCL, wait until the pick lands (made on the OpenCL callback's thread;
-``first_call.wait_landed``, the main run's protocol), one call. ``descheduled``: host arrays (nothing to wait for:
-the pick is made at fix), then ``time.sleep(SLEEP_S)``, one call: the caller's thread descheduled as in the
-handoff, without another thread. Beside them a call of a function that does nothing with the same arguments
-(the floor of any call after the same wait).
+``handoff``: fix the inputs on the device, wait until the pick lands (made on the OpenCL callback's thread, CUDA's
+host-function thread; ``first_call.wait_landed``, the main run's protocol), one call. ``descheduled``: the same,
+then ``time.sleep(SLEEP_S)`` before the call: the caller's thread descheduled. Beside them a call of a function
+that does nothing with the same arguments (the floor of any call after the same wait).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from adaptune.lang.ndp.prefetched import PrefetchedSelector
-from benchmarks.harness import markdown_table, parse_study_args, study_parser, write_results
+from benchmarks.harness import device_tag, markdown_table, parse_study_args, study_parser, write_results
 from benchmarks.ndp import first_call
 from benchmarks.ndp import run as ndp_run
 
@@ -125,6 +125,7 @@ def summary(protocol: str, samples: dict[str, list[list[float]]]) -> list[dict[s
 
 def main(argv: list[str] | None = None) -> None:
     p = study_parser("ndp", __doc__.splitlines()[0])
+    p.add_argument("--device", choices=("opencl", "cuda"), default="opencl")
     p.add_argument("--recorded", default=str(RECORDED))
     p.add_argument("--repeats", type=int, default=300, help="calls per side and round")
     args = parse_study_args(p, argv, smoke={"repeats": 20})
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(args: argparse.Namespace) -> Path:
     doc = json.loads(Path(args.recorded).read_text())
-    b = ndp_run.Bench("opencl")
+    b = ndp_run.Bench(args.device)
     prog = ndp_run.row_sums.generate(b.dev, reuse_outputs=True)
     available = ndp_run.labels_of(b, "segreduce", prog)
     labels, xtr, ttr, _, _ = first_call.matrices(doc["benchmarks"]["segreduce"], set(available))
@@ -142,26 +143,31 @@ def run(args: argparse.Namespace) -> Path:
     sels = {"baseline": Baseline(prog, chosen, fit["host"], fit["full"]),
             "now": PrefetchedSelector(prog, chosen, fit["host"], fit["full"])}
     values, offsets, _ = ndp_run.ragged(b, "power_law", 20000, 20.0, 5)
-    device_arrays = (b.upload(values), b.upload(offsets))
+    arrays = (values, b.xp.asarray(offsets)) if b.cuda else (b.upload(values), b.upload(offsets))
 
     def landed(pending: Any) -> None:
         b.dev.synchronize()
         first_call.wait_landed(pending)
 
-    rows = summary("handoff", ab(sels, device_arrays, landed, args.repeats))
-    rows += summary("descheduled", ab(sels, (values, offsets), lambda _: time.sleep(SLEEP_S), args.repeats))
-    picks = {side: sel.pick_full(prog.features(*device_arrays)) for side, sel in sels.items()}
-    data = {"recorded": args.recorded, "full_rule": fit["full_kind"], "picks": picks, "rows": rows,
-            "threads": threading.active_count()}
+    def landed_then_asleep(pending: Any) -> None:
+        landed(pending)
+        time.sleep(SLEEP_S)
+
+    rows = summary("handoff", ab(sels, arrays, landed, args.repeats))
+    rows += summary("descheduled", ab(sels, arrays, landed_then_asleep, args.repeats))
+    picks = {side: sel.pick_full(prog.features(*arrays)) for side, sel in sels.items()}
+    data = {"recorded": args.recorded, "device": ndp_run.device_description(b), "full_rule": fit["full_kind"],
+            "picks": picks, "rows": rows, "threads": threading.active_count()}
     table = markdown_table(rows, ["protocol", "gate", "p50_us", "p10_us", "p90_us", "p50_per_round",
                                   "paired_ratio_p50", "ratio_of_p50s", "calls"])
-    return write_results(args.out, "ndp_gate_ab", data, table=table,
-                         title="NDP first call: the landed gate, 95ac2c9's against now (segmented reduce, PoCL)",
+    tag = device_tag(data["device"]["name"])
+    return write_results(args.out, f"ndp_gate_ab_{tag}", data, table=table,
+                         title=f"NDP first call: the landed gate, 95ac2c9's against now (segmented reduce, {tag})",
                          notes=NOTES.format(sleep_us=SLEEP_S * 1e6))
 
 
-NOTES = """One `select` right after the pick landed (`handoff`: on the OpenCL callback's thread; `descheduled`: made at
-fix on host arrays, then a sleep of {sleep_us:.0f} us), us; `baseline`: the gate of 95ac2c9, `now`: this commit's,
+NOTES = """One `select` right after the pick landed (`handoff`: on the OpenCL callback's / CUDA host-function thread;
+`descheduled`: the same, then a sleep of {sleep_us:.0f} us), us; `baseline`: the gate of 95ac2c9, `now`: this commit's,
 `floor`: a call of a function that does nothing; each side timed interleaved with the others, order alternating;
 `paired_ratio_p50`: the median of each call over the baseline call of the same repeat. See the module docstring of
 benchmarks/ndp/gate.py."""
