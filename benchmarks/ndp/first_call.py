@@ -6,9 +6,10 @@ The selector is ``adaptune.lang.ndp.prefetched.PrefetchedSelector``: ``fix`` whe
 row-spread features (a side stream on CUDA), the host finishes them and the full rule's pick as they land (on
 another thread), and a call is a gate: that pick once it is there, else the host rule over sizes. Both rules are
 fitted on the training inputs only: the host rule is the distilled tree over the sizes
-(``Program.n_host_features``); the full rule, where device features exist, the candidate of largest
-cross-validated fraction of oracle on the training inputs (5 folds x 3 shuffles, all on the same folds; the first,
-the cheaper, on a tie): the distilled tree over all features, the ``cost`` model's students of
+(``Program.n_host_features``); the full rule the distilled tree over all features where its cross-validated
+fraction of oracle on the training inputs reaches ``TARGET`` (or there are no device features), else the candidate
+of largest cross-validated fraction of oracle on the training inputs (5 folds x 3 shuffles, all on the same
+folds; the first, the cheaper, on a tie): that tree, the ``cost`` model's students of
 ``STUDENT_RECIPES`` (``distilled.distil_students``: a student's pick costs ~0.5-1 us instead of the model's 5-10 us
 of NumPy on the thread that finishes the features) and the ``cost`` model itself. The test inputs only score the
 chosen rules.
@@ -57,7 +58,8 @@ def fit_rules(labels: list[str], x_train: np.ndarray, t_train: np.ndarray, n_hos
     tree = distilled.distil(x_train, t_train, labels)
     out = {"host": host["tree"], "host_cv": host["cv_fraction_of_oracle"], "host_depth": host["max_depth"],
            "tree": tree["tree"], "tree_cv": tree["cv_fraction_of_oracle"]}
-    if n_host == x_train.shape[1]:  # sizes only: the tree sees all there is (no model, no students)
+    if n_host == x_train.shape[1] or tree["cv_fraction_of_oracle"] >= TARGET:  # sizes only, or a tree good enough:
+        # the cheapest rule, nothing dearer fitted
         out.update(full=tree["tree"], full_kind="tree", full_cv=tree["cv_fraction_of_oracle"], candidates_cv={})
         return out
     fit = distilled.distil_students(x_train, t_train, labels, STUDENT_RECIPES)

@@ -55,7 +55,8 @@ def rules_part(doc: dict[str, Any], name: str, n: int) -> list[dict[str, Any]]:
         (f"distilled tree (depth {tree['max_depth']})", tree["tree"], tree["cv_fraction_of_oracle"], None)]
     candidates += [(f"student: depth {s['recipe']['max_depth']}, jitter {s['recipe']['jitter']}", s["tree"],
                     s["cv_fraction_of_oracle"], s["recipe"]) for s in fit["students"]]
-    chosen_rule = max(candidates[1:] + candidates[:1], key=lambda c: c[2])[0]  # first_call.fit_rules's order
+    chosen_rule = (candidates[1][0] if tree["cv_fraction_of_oracle"] >= first_call.TARGET  # first_call.fit_rules's
+                   else max(candidates[1:] + candidates[:1], key=lambda c: c[2])[0])  # choice, in its order
     teacher = compile_predictor(fit["teacher"])
     teacher_picks = [labels[int(teacher(r))] for r in xte]
     rows = []
@@ -143,8 +144,8 @@ def run(args: argparse.Namespace) -> Path:
 
 NOTES = """Rules fitted on the training inputs of {recorded}; `cv_fraction`: cross-validated on those inputs (students:
 the teacher refitted and the student distilled again in each fold); `test_fraction`: over its test inputs (recorded
-times); `meets`: both >= 0.95; `chosen_by_cv`: the full rule `first_call.fit_rules` takes (largest `cv_fraction`, the
-tree then the students then the model on a tie); the test inputs only score the rules. Students: {resampled}
+times); `meets`: both >= 0.95; `chosen_by_cv`: the full rule `first_call.fit_rules` takes (the tree where its `cv_fraction`
+reaches 0.95, else the largest `cv_fraction`, the tree then the students then the model on a tie); the test inputs only score the rules. Students: {resampled}
 resampled inputs; `test_fraction_seeds`: the same recipe distilled with resampling seeds {seeds} (seed 0 is the rule's). `pick_us`: one pick timed on this host (the
 landed call does not run it: the pick is made on the finishing thread as the features land). Handoff: see the
 module docstring of benchmarks/ndp/rules.py."""

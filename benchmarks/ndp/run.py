@@ -804,9 +804,10 @@ def summary_table(rep: dict[str, Any]) -> str:
 
 FIRST_CALL_TEXT = (
     "Selector columns: `adaptune.lang.ndp.prefetched.PrefetchedSelector` with rules fitted on this run's training "
-    "inputs (`benchmarks/ndp/first_call.py`: the host rule a distilled tree over sizes; the full rule, where "
-    "device features exist, the largest training-CV fraction of oracle among the distilled tree over all features, "
-    "the `cost` model's students of six recipes and the model, all on the same folds; where it is the model or a "
+    "inputs (`benchmarks/ndp/first_call.py`: the host rule a distilled tree over sizes; the full rule the "
+    "distilled tree over all features where its training-CV fraction of oracle reaches 0.95, else the largest "
+    "training-CV fraction of oracle among that tree, the `cost` model's students of six recipes and the model, all "
+    "on the same folds; where it is the model or a "
     "student, the other of the model and the best student is measured the same way as a control; the test inputs "
     "only score the chosen rules); "
     "fraction of oracle over the test inputs (recorded times) of the full rule's picks (landed) and the host "
