@@ -103,7 +103,9 @@ class PrefetchedSelector:
                 return label
             return pick_host(host_vector(*arrays))
 
-        def publish(o: Any, label: str | None) -> None:  # under the lock: the pick first, then the input
+        # publish's two writes, like select's two reads, have no thread switch point between them (the GIL is
+        # handed over only at calls and backward jumps): a caller never sees an input with another's pick
+        def publish(o: Any, label: str | None) -> None:  # under the lock (fix, forget and the finishing thread)
             nonlocal landed_input, landed_label
             landed_label = label
             landed_input = o
