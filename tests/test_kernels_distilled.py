@@ -193,6 +193,12 @@ def test_a_student_of_the_cost_model_picks_as_its_teacher_and_is_scored_on_the_s
     assert clear.sum() >= 20 and np.array_equal(student[clear], taught[clear])  # the teacher is right
     assert 0.95 <= d["cv_fraction_of_oracle"] <= 1.0 and 0.95 <= d["teacher_cv_fraction_of_oracle"] <= 1.0
     assert distilled.student_tree(d["teacher"], x, names, resampled=1500) == d["tree"]  # deterministic
+    # several recipes on one teacher a fold: each student and every score as distil_model gives it alone
+    many = distilled.distil_students(x, t, names, [{"resampled": 1500}, {"resampled": 1500, "max_depth": 2}],
+                                     folds=3, repeats=1)
+    assert many["students"][0]["tree"] == d["tree"] and distilled.tree_depth(many["students"][1]["tree"]) <= 2
+    assert many["students"][0]["cv_fraction_of_oracle"] == d["cv_fraction_of_oracle"]
+    assert many["teacher_cv_fraction_of_oracle"] == d["teacher_cv_fraction_of_oracle"]
     near = distilled.resample(x, 1000, 0.1, np.random.default_rng(0))
     assert near.shape == (1000, 2) and np.all(np.abs(near - x.mean(0)) < 10 * np.ptp(x, axis=0))
 

@@ -135,3 +135,26 @@ def test_the_row_spread_has_the_bits_of_numpys_std_on_both_paths():
         assert _spread_of_offsets(offsets, rows, avg)[0] == want[0]  # the same bits: trees split on them
         device = np.concatenate([[lengths.max()], lengths[:: max(1, rows // SAMPLE_ROWS)]]).astype(np.int32)
         assert _spread_of_sample(device, avg) == _spread_of_offsets(offsets, rows, avg)
+
+
+def test_the_gate_picks_what_the_rules_pick_for_the_latest_and_earlier_fixed_inputs(dev):
+    # the gate recognises the input fixed last by identity and the others through their ids: either way it must
+    # return the full rule's pick on the features of that very input once landed, and the host rule's before
+    prog = row_sums.generate(dev)
+    sel = PrefetchedSelector(prog, LABELS, HOST, FULL)
+    cases = [_ragged(dev, f, s)[0] for f, s in (("constant_row", 1), ("arrow", 3), ("power_law", 2), ("arrow", 5))]
+    want = [sel.pick_full(prog.features(*a)) for a in cases]
+    assert set(want) == {"scalar", "block"}  # both labels, so a mix-up would show
+    for args in cases:
+        assert sel.select(*args) == sel.pick_host(prog.host_features(*args))  # nothing fixed yet
+        assert _wait(sel.fix(*args)) is not None
+    for args, label in zip(cases, want, strict=True):  # the last through the identity, the others by id
+        assert sel.used_features(*args) and sel.select(*args) == label and sel.select(*args) in LABELS
+    same_sizes = _ragged(dev, "arrow", 5)[0]  # equal sizes and values, not the fixed arrays: the host rule
+    assert sel.select(*same_sizes) == "scalar" and not sel.used_features(*same_sizes)
+    sel.forget(*cases[-1])  # the latest forgotten: its pick is gone, the earlier ones stay
+    assert sel.select(*cases[-1]) == "scalar" and not sel.used_features(*cases[-1])
+    assert [sel.select(*a) for a in cases[:-1]] == want[:-1]
+    sel.forget(*cases[1])  # an earlier one forgotten: the latest slot is untouched
+    assert _wait(sel.fix(*cases[-1])) == want[-1] and sel.select(*cases[-1]) == want[-1]
+    assert sel.select(*cases[1]) == "scalar" and sel.select(*cases[0]) == want[0]

@@ -9,12 +9,12 @@ reduce's 42 us median run. Is the rule the reason? Two parts:
 
 ``rules``: candidate full rules fitted on the training inputs of the recorded run (``RECORDED``), each with its
 cross-validated fraction of oracle on those inputs (5 folds x 3 shuffles; a student is distilled again inside
-every fold from a teacher fitted on that fold, ``adaptune.kernels.distilled.distil_model``; the cost model's on
-the same folds), its mean fraction of oracle over the recorded test inputs, and
-the cost of one pick timed here (fastest of 7 loops): the ``cost`` model; the distilled tree over all features
-(depth and leaf size by cross-validation); students: trees fitted to the ``cost`` model's predicted relative
-performance on ``resampled`` inputs (training inputs jittered by ``sd`` of each feature's range,
-``distilled.student_tree``), deeper ones.
+every fold from the teacher fitted on that fold, ``adaptune.kernels.distilled.distil_students``; the cost model's
+on the same folds), which of them ``first_call.fit_rules`` takes (the largest), its mean fraction of oracle over
+the recorded test inputs (which only score the rules), and the cost of one pick timed here (fastest of 7 loops):
+the ``cost`` model; the distilled tree over all features (depth and leaf size by cross-validation); students of
+``first_call.STUDENT_RECIPES``: trees fitted to the ``cost`` model's predicted relative performance on
+``resampled`` inputs (training inputs jittered by a share of each feature's range, ``distilled.student_tree``).
 
 ``handoff``: live on PoCL at one ragged input, interleaved ``ROUNDS`` x ``repeats`` times per rule: fix, wait until the pick
 lands (made on the callback's thread), one call; the call's host cost with the ``cost`` model, with the
@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 
 from adaptune.adaptive.compiled import compile_predictor
-from adaptune.adaptive.models import fit_model
 from adaptune.kernels import distilled
 from adaptune.lang.ndp.prefetched import PrefetchedSelector, compile_rule
 from benchmarks.harness import fastest_us, markdown_table, parse_study_args, study_parser, write_results
@@ -41,37 +40,49 @@ from benchmarks.ndp import first_call
 from benchmarks.ndp import run as ndp_run
 
 RECORDED = Path("benchmarks/ndp/results/ndp_h100.json")
-STUDENTS = [(sd, depth) for sd in (0.05, 0.1) for depth in (4, 6, 8)]  # (jitter, tree depth)
-MIN_LEAF = 5
+MIN_LEAF = 5  # a student's leaves (``first_call.STUDENT_RECIPES`` the recipes)
+SEEDS = (0, 1, 2)  # resampling seeds of a student's test fraction spread
 ROUNDS = 3  # handoff: rounds of ``repeats`` calls a rule (the host's load drifts: the spread between rounds)
 
 
 def rules_part(doc: dict[str, Any], name: str, n: int) -> list[dict[str, Any]]:
     labels, xtr, ttr, xte, tte = first_call.matrices(doc["benchmarks"][name])
-    cost = fit_model("cost", xtr, ttr, ttr)
     tree = distilled.distil(xtr, ttr, labels)
-    candidates: list[tuple[str, Any, float]] = [("cost model", cost.params, float(cost.cv_fraction or 0.0)),
-                                                (f"distilled tree (depth {tree['max_depth']})", tree["tree"],
-                                                 tree["cv_fraction_of_oracle"])]
-    for sd, depth in STUDENTS:
-        d = distilled.distil_model(xtr, ttr, labels, resampled=n, jitter=sd, max_depth=depth, min_leaf=MIN_LEAF)
-        candidates.append((f"student: depth {depth}, jitter {sd}", d["tree"], d["cv_fraction_of_oracle"]))
-        candidates[0] = ("cost model", cost.params, d["teacher_cv_fraction_of_oracle"])  # on the students' folds
-    teacher = compile_predictor(cost.params)
+    recipes = [{**r, "resampled": n, "min_leaf": MIN_LEAF} for r in first_call.STUDENT_RECIPES]
+    fit = distilled.distil_students(xtr, ttr, labels, recipes)
+    candidates: list[tuple[str, Any, float, dict[str, Any] | None]] = [
+        ("cost model", fit["teacher"], fit["teacher_cv_fraction_of_oracle"], None),
+        (f"distilled tree (depth {tree['max_depth']})", tree["tree"], tree["cv_fraction_of_oracle"], None)]
+    candidates += [(f"student: depth {s['recipe']['max_depth']}, jitter {s['recipe']['jitter']}", s["tree"],
+                    s["cv_fraction_of_oracle"], s["recipe"]) for s in fit["students"]]
+    chosen_rule = (candidates[1][0] if tree["cv_fraction_of_oracle"] >= first_call.TARGET  # first_call.fit_rules's
+                   else max(candidates[1:] + candidates[:1], key=lambda c: c[2])[0])  # choice, in its order
+    teacher = compile_predictor(fit["teacher"])
     teacher_picks = [labels[int(teacher(r))] for r in xte]
     rows = []
-    for what, rule, cv in candidates:
+    for what, rule, cv, recipe in candidates:
         pick = compile_rule(rule, labels, xtr.shape[1])
         chosen = [pick(list(r)) for r in xte]
         vec = list(xte[len(xte) // 2])
-        rows.append({"computation": name, "rule": what, "cv_fraction": cv,
+        rows.append({"computation": name, "rule": what, "cv_fraction": cv, "chosen_by_cv": what == chosen_rule,
                      "test_fraction": float(first_call.fraction(tte, labels, chosen).mean()),
+                     "test_fraction_seeds": None if recipe is None else " / ".join(
+                         f"{_test_fraction(fit['teacher'], xtr, xte, tte, labels, recipe, seed):.4f}"
+                         for seed in SEEDS),
                      "agrees_with_cost_model": float(np.mean([a == b for a, b in zip(chosen, teacher_picks,
                                                                                       strict=True)])),
                      "leaves": None if not isinstance(rule, dict) else distilled.tree_leaves(rule),
                      "pick_us": fastest_us(lambda p=pick, v=vec: p(v), 500)})
         rows[-1]["meets"] = rows[-1]["cv_fraction"] >= first_call.TARGET and rows[-1]["test_fraction"] >= first_call.TARGET
     return rows
+
+
+def _test_fraction(teacher: Any, xtr: np.ndarray, xte: np.ndarray, tte: np.ndarray, labels: list[str],
+                   recipe: dict[str, Any], seed: int) -> float:
+    """The test fraction of the student of this recipe distilled with another resampling seed (the rule's own
+    is seed 0): how much of a student's score is the draw of its resampled inputs."""
+    tree = distilled.student_tree(teacher, xtr, labels, seed=seed, **recipe)
+    return float(first_call.fraction(tte, labels, [distilled.predict(tree, r) for r in xte]).mean())
 
 
 def handoff_part(doc: dict[str, Any], repeats: int) -> list[dict[str, Any]]:
@@ -122,18 +133,20 @@ def run(args: argparse.Namespace) -> Path:
     handoff = handoff_part(doc, args.repeats)
     data = {"recorded": args.recorded, "recorded_commit": doc.get("commit"), "resampled": args.resampled,
             "rows": rows, "handoff": handoff}
-    table = (markdown_table(rows, ["computation", "rule", "cv_fraction", "test_fraction", "agrees_with_cost_model",
-                                   "leaves", "pick_us", "meets"])
+    table = (markdown_table(rows, ["computation", "rule", "cv_fraction", "chosen_by_cv", "test_fraction",
+                                   "test_fraction_seeds", "agrees_with_cost_model", "leaves", "pick_us", "meets"])
              + "\n\nThe call right after the pick landed, segmented reduce on PoCL (interleaved):\n\n"
              + markdown_table(handoff, ["full_rule", "first_call_us_p50", "p10", "p90", "p50_per_round", "pick_us",
                                       "repeats"]))
     return write_results(args.out, "ndp_rules_offline", data, table=table,
-                         title="NDP first call: cheaper full rules, offline", notes=NOTES.format(**vars(args)))
+                         title="NDP first call: cheaper full rules, offline", notes=NOTES.format(seeds=", ".join(map(str, SEEDS)), **vars(args)))
 
 
 NOTES = """Rules fitted on the training inputs of {recorded}; `cv_fraction`: cross-validated on those inputs (students:
 the teacher refitted and the student distilled again in each fold); `test_fraction`: over its test inputs (recorded
-times); `meets`: both >= 0.95. Students: {resampled} resampled inputs. `pick_us`: one pick timed on this host (the
+times); `meets`: both >= 0.95; `chosen_by_cv`: the full rule `first_call.fit_rules` takes (the tree where its `cv_fraction`
+reaches 0.95, else the largest `cv_fraction`, the tree then the students then the model on a tie); the test inputs only score the rules. Students: {resampled}
+resampled inputs; `test_fraction_seeds`: the same recipe distilled with resampling seeds {seeds} (seed 0 is the rule's). `pick_us`: one pick timed on this host (the
 landed call does not run it: the pick is made on the finishing thread as the features land). Handoff: see the
 module docstring of benchmarks/ndp/rules.py."""
 

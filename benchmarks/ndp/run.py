@@ -804,10 +804,12 @@ def summary_table(rep: dict[str, Any]) -> str:
 
 FIRST_CALL_TEXT = (
     "Selector columns: `adaptune.lang.ndp.prefetched.PrefetchedSelector` with rules fitted on this run's training "
-    "inputs (`benchmarks/ndp/first_call.py`: the host rule a distilled tree over sizes; the full rule the distilled "
-    "tree over all features where its cross-validated fraction of oracle reaches 0.95, else the `cost` model's "
-    "student tree (`distilled.distil_model`) where it ties the model cross-validated on the same folds, else the "
-    "model; the other of the two is measured the same way as a control); "
+    "inputs (`benchmarks/ndp/first_call.py`: the host rule a distilled tree over sizes; the full rule the "
+    "distilled tree over all features where its training-CV fraction of oracle reaches 0.95, else the largest "
+    "training-CV fraction of oracle among that tree, the `cost` model's students of six recipes and the model, all "
+    "on the same folds; where it is the model or a "
+    "student, the other of the model and the best student is measured the same way as a control; the test inputs "
+    "only score the chosen rules); "
     "fraction of oracle over the test inputs (recorded times) of the full rule's picks (landed) and the host "
     "rule's (not landed). At the median test input (by the landed pick's run time), rebuilt after the part, "
     "{repeats} times: `fix`, one call right after it (not landed unless the features were already there), wait "
@@ -851,7 +853,8 @@ def first_call_details(bm: dict[str, Any]) -> str:
             continue
         first, early = fc["first_call_us_landed"], fc["first_call_us_not_landed"] or {}
         lines.append(
-            f"- {name}: full rule {fc['full_rule']} (cv {fc['full_rule_cv']:.3f}), host rule {fc['host_rule']} (cv "
+            f"- {name}: full rule {fc['full_rule']}{_recipe_text(fc.get('student_recipe'), fc['full_rule'])} (cv "
+            f"{fc['full_rule_cv']:.3f}), host rule {fc['host_rule']} (cv "
             f"{fc['host_rule_cv']:.3f}); median test input #{fc['median_test_index']}: landed pick "
             f"{fc['label_landed']} ({fc['run_ms_landed'] * 1e3:.1f} us; oracle {fc['oracle_ms_at_median'] * 1e3:.1f} us), "
             f"first call {first['p50']:.2f} us (p10 {first['p10']:.2f}, p90 {first['p90']:.2f}), warm "
@@ -862,6 +865,10 @@ def first_call_details(bm: dict[str, Any]) -> str:
             f"({100 * fc['landed_before_early_call_share']:.0f} % of the early calls found them landed)"
             + control_text(fc.get("control")))
     return "\n".join(lines)
+
+
+def _recipe_text(recipe: dict[str, Any] | None, rule: str) -> str:
+    return f" (depth {recipe['max_depth']}, jitter {recipe['jitter']})" if recipe and rule == "student" else ""
 
 
 def control_text(c: dict[str, Any] | None) -> str:

@@ -285,11 +285,24 @@ def distil_model(x: np.ndarray, runtime: np.ndarray, names: Sequence[str], *, fo
     ``student``), with both cross-validated on the same folds (the teacher refitted and the student distilled
     again in every fold): {"tree", "teacher" (ModelParams), "cv_fraction_of_oracle" (the student's),
     "teacher_cv_fraction_of_oracle"}. Whether the student may replace its teacher is the caller's call."""
+    fit = distil_students(x, runtime, names, [student], folds=folds, repeats=repeats, seed=seed)
+    return {"tree": fit["students"][0]["tree"], "teacher": fit["teacher"],
+            "cv_fraction_of_oracle": fit["students"][0]["cv_fraction_of_oracle"],
+            "teacher_cv_fraction_of_oracle": fit["teacher_cv_fraction_of_oracle"]}
+
+
+def distil_students(x: np.ndarray, runtime: np.ndarray, names: Sequence[str], recipes: Sequence[dict[str, Any]], *,
+                    folds: int = 5, repeats: int = 3, seed: int = 0) -> dict[str, Any]:
+    """``distil_model`` for several student recipes (``student_tree`` options) at the cost of one: the teacher is
+    fitted once a fold and every recipe's student distilled from it, so all are scored on the same folds (a
+    choice among them by training cross-validation compares like with like). Returns {"teacher" (ModelParams,
+    on all training inputs), "teacher_cv_fraction_of_oracle", "students": [{"recipe", "tree",
+    "cv_fraction_of_oracle"}, ...] in the order of ``recipes``}."""
     x, runtime = np.asarray(x, float), np.asarray(runtime, float)
     rel = relative(runtime)
     names = list(names)
     taught: list[float] = []
-    learnt: list[float] = []
+    learnt: list[list[float]] = [[] for _ in recipes]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # tiny folds make the estimators complain; the scores say it all
         for r in range(repeats):
@@ -298,12 +311,15 @@ def distil_model(x: np.ndarray, runtime: np.ndarray, names: Sequence[str], *, fo
                 train = np.setdiff1d(perm, part)
                 teacher = fit_model("cost", x[train], runtime[train], runtime[train], score_repeats=0).params
                 teach = compile_predictor(teacher)
-                tree = student_tree(teacher, x[train], names, seed=seed + r, **student)
                 taught.extend(rel[i, int(teach(x[i]))] for i in part)
-                learnt.extend(rel[i, names.index(predict(tree, x[i]))] for i in part)
+                for scores, recipe in zip(learnt, recipes, strict=True):
+                    tree = student_tree(teacher, x[train], names, seed=seed + r, **recipe)
+                    scores.extend(rel[i, names.index(predict(tree, x[i]))] for i in part)
         teacher = fit_model("cost", x, runtime, runtime).params
-    return {"tree": student_tree(teacher, x, names, seed=seed, **student), "teacher": teacher,
-            "cv_fraction_of_oracle": float(np.mean(learnt)), "teacher_cv_fraction_of_oracle": float(np.mean(taught))}
+    return {"teacher": teacher, "teacher_cv_fraction_of_oracle": float(np.mean(taught)),
+            "students": [{"recipe": dict(recipe), "tree": student_tree(teacher, x, names, seed=seed, **recipe),
+                          "cv_fraction_of_oracle": float(np.mean(scores))}
+                         for recipe, scores in zip(recipes, learnt, strict=True)]}
 
 
 def tree_depth(tree: Tree) -> int:
