@@ -5,8 +5,8 @@ A kernel that never ends, crashes the process or poisons the device context cost
 is adaptune's own program (:mod:`adaptune.measure.process`), so no main guard is needed. The spec
 travels to it pickled with cloudpickle: importable functions and classes go by reference, those
 defined in ``__main__`` or a notebook (lambdas and closures too) go by value; the argument arrays go
-out of band (pickle protocol 5), written to the socket straight from their memory instead of being
-copied into the pickle first.
+out of band (pickle protocol 5), never copied into the pickle: on Linux in one shared-memory file the worker
+maps, elsewhere written to the socket straight from their memory (:mod:`adaptune.measure.channel`).
 """
 
 from __future__ import annotations
