@@ -176,6 +176,40 @@ def test_python_variant_on_cupy_is_timed_with_events():
     assert info.platform == "cuda"  # the GPU the variant runs on, not the host CPU
 
 
+class _LateLaunch:
+    """A kernel whose launch the host enqueues 50 us late (a worker's compile thread holding the interpreter)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __call__(self, *args, **kwargs):
+        import time
+
+        until = time.perf_counter() + 50e-6
+        while time.perf_counter() < until:
+            pass
+        return self.kernel(*args, **kwargs)
+
+
+def test_the_hold_keeps_the_hosts_enqueue_out_of_a_short_kernels_timed_window():
+    from adaptune.backends.cuda import CUDABackend
+
+    backend = CUDABackend(0)
+    kernel = backend.compile('extern "C" __global__ void nothing() {}', "nothing")
+    late = _LateLaunch(kernel)
+    windows = {}
+    for hold in (False, True):
+        backend.hold_before_short_launches = hold
+        times = [backend.time_launch(late, (1,), (1,), []) for _ in range(5)]
+        assert not backend.last_launch_held_up
+        windows[hold] = min(times)
+    print(f"\nan empty kernel enqueued 50 us late: window {windows[False] * 1e3:.1f} us without the hold, "
+          f"{windows[True] * 1e3:.1f} us with it")
+    assert windows[False] >= 0.05  # the start event fired on an idle stream: the window holds the host's 50 us
+    assert windows[True] < 0.05  # the hold kept the stream busy until the launch was in: the kernel alone
+    backend.close()
+
+
 if __name__ == "__main__":
     if not _gpu_present():
         raise SystemExit("needs CuPy and an NVIDIA GPU")

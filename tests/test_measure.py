@@ -29,6 +29,7 @@ from adaptune.measure import (
     SpecError,
     process,
 )
+from adaptune.measure.runners import KernelRunner
 from adaptune.records import Status
 
 N = 300  # not a multiple of the block sizes: the bounds check matters
@@ -261,3 +262,13 @@ def test_python_backend_measures_numpy_callables_and_survives_their_faults():
     assert after.ok
     assert exited.status == Status.LAUNCH_ERROR and "exit code 3" in exited.error
     assert info.platform == "cpu"
+
+
+def test_the_hold_before_short_launches_is_asked_for_by_the_settings():
+    for asked in (False, True):
+        runner = KernelRunner(modes_spec(), "opencl", MeasureSettings(hold_short_launches=asked), None)
+        try:
+            assert runner.backend.hold_before_short_launches is asked
+            assert runner.measure(cfg(), lambda ms: None)[0].ok  # OpenCL has no hold: it measures as before
+        finally:
+            runner.close()

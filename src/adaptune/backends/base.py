@@ -120,6 +120,10 @@ class Backend(ABC):
     #: True when the last ``time_launch`` was held up on the host between its start and end (a timer that runs
     #: while the host enqueues, as CUDA events do, then counts the wait); the runner runs that sample again
     last_launch_held_up: bool = False
+    #: Whether ``time_launch`` keeps the device busy just before a short kernel's timed window, so that the
+    #: window holds the kernel alone (CUDA: :data:`~adaptune.backends.cuda.HOLD_NS`); the runner sets it from
+    #: :attr:`~adaptune.measure.MeasureSettings.hold_short_launches`
+    hold_before_short_launches: bool = False
     cache_size: ClassVar[int] = 512
     #: A trivial kernel (named ``adaptune_warm_up``) that :meth:`warm_up` builds; "" for none.
     warm_up_source: ClassVar[str] = ""

@@ -112,6 +112,7 @@ class KernelRunner:
             raise ValueError(f"the kernel is {spec.lang} but the backend is {backend}")
         info = self.backend.device_info()
         self.observers = make_observers(tuple(settings.observers), backend, info.properties, device)
+        self.backend.hold_before_short_launches = settings.hold_short_launches and not self.observers
         self.choices = {i: a for i, a in enumerate(spec.arguments) if isinstance(a, ArgumentChoice)}
         self.args = self.backend.allocate([np.int8(0) if i in self.choices else a  # chosen per configuration
                                            for i, a in enumerate(spec.arguments)])

@@ -239,6 +239,11 @@ class MeasureSettings:
     #: the best time so far (passed in by the tuner). A configuration that far behind cannot become the
     #: best, so its remaining repeats are wasted device time. None measures every repeat.
     discard_factor: float | None = None
+    #: Keep the device busy just before each timed run of a short kernel, so that the timed window holds the
+    #: kernel alone, not also the host's enqueue latency (CUDA: :data:`adaptune.backends.cuda.HOLD_NS`); off
+    #: while observers read the device's power. Off by default: times of kernels measured with it are a few
+    #: microseconds shorter than those of library calls or callables measured without it.
+    hold_short_launches: bool = False
 
     def __post_init__(self) -> None:
         if self.repeats != "auto" and (not isinstance(self.repeats, int) or self.repeats < 1):

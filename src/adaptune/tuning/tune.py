@@ -43,6 +43,7 @@ def tune(
     verify: bool = True,
     strategy_options: dict[str, Any] | None = None,
     discard_factor: float | None = 2.0,
+    hold_short_launches: bool = False,
     executor: Any = None,
     n_parallel: int | None = None,
     address: str | None = None,
@@ -51,6 +52,8 @@ def tune(
 
     ``discard_factor`` races configurations against the best so far: one whose first timed run is more
     than that many times slower gets no further repeats (None: every configuration gets every repeat).
+    ``hold_short_launches``: :attr:`MeasureSettings.hold_short_launches` (CUDA: short kernels timed without the
+    host's enqueue latency; off by default, so times stay comparable with those of other runners).
     ``executor``: ``"ray"`` (a Ray cluster at ``address``, None = a local one), ``"local"`` (``n_parallel``
     local devices) or an ``adaptune.distributed`` Executor: measure on several workers at once, one search
     per device kind (docs/distributed.md); ``n_parallel`` alone means ``"local"`` with that many devices.
@@ -58,7 +61,8 @@ def tune(
     start = time.perf_counter()
     space = problem.space
     settings = MeasureSettings(repeats=repeats, warmup=warmup, timeout_s=timeout_s, verify=verify,
-                               observers=tuple(observers), discard_factor=discard_factor)
+                               observers=tuple(observers), discard_factor=discard_factor,
+                               hold_short_launches=hold_short_launches)
     if executor is not None or (n_parallel or 1) > 1:
         report = tune_with_executor(problem, strategy, executor=executor or "local", n_parallel=n_parallel,
                                     address=address, device=device, settings=settings, backend=backend, db=db,
