@@ -127,7 +127,8 @@ class WorkerProcess:
         self.conn = Connection(ours.detach())
 
     def _start(self, theirs: socket.socket, argv: list[str]) -> tuple[subprocess.Popen | ForkedChild, str]:
-        """Reap the closed workers that have exited, then fork when :data:`ADAPTUNE_WORKER_START` allows it and it is safe (:func:`fork_refusal`), else exec."""
+        """Reap the closed workers that have exited, then fork when :data:`ADAPTUNE_WORKER_START` allows it and it
+        is safe (:func:`fork_refusal`), else exec."""
         reap_closed()
         method = start_method()
         why = "ADAPTUNE_WORKER_START=exec"
