@@ -19,12 +19,19 @@ from typing import Any
 from adaptune.kernels import distilled, features
 from adaptune.kernels.dispatch import DistilledDispatch, launcher_tree
 
+_NOTHING = object()  # what the cell of the object fixed last holds when none is: no argument is it
+
 
 class PrefetchedDispatch:
     """``fix(*args)`` when the inputs are fixed, then ``select`` / ``bind`` / call with the same arguments.
     ``host_tree`` is over ``distilled.HOST_METADATA[benchmark]``; ``feature_tree`` over that metadata then
     ``feature_names`` (``distilled.pair_sources``). A fixed object is held until its first call (the Pending
-    is dropped there), so fix only objects that will be called; ``forget`` drops one."""
+    is dropped there), so fix only objects that will be called; ``forget`` drops one.
+
+    The first call runs on cold caches (its thread was elsewhere while the features were finished), where every
+    distinct step costs: the object fixed last and its Pending sit in two closure cells (an ``is``, an attribute
+    read; other fixed objects are found by id), the gate's size is compared once at ``fix``, and with
+    ``min_size`` None (the features never read) the call is the host tree's walk itself."""
 
     def __init__(self, benchmark: str, host_tree: dict[str, Any], feature_tree: dict[str, Any],
                  feature_names: Sequence[str], variants: dict[str, Callable[..., Any]], default: str, *,
@@ -39,27 +46,48 @@ class PrefetchedDispatch:
             raise ValueError(f"the feature tree names variants not given: {', '.join(unknown)}")
         self.host_tree, self.feature_tree = host_tree, feature_tree
         arg, sources = distilled.pair_sources(benchmark, feature_names)
+        host_sources = distilled.SOURCES[benchmark][1]
         pair_checks = {k: (lambda p, _c=c: _c(p[0])) for k, c in self.checks.items()}
-        walk = distilled.compile_tree(feature_tree, (0, sources), pair_checks, default)
-        walk_bind = distilled.compile_tree(launcher_tree(feature_tree, self.variants), (0, sources), pair_checks,
-                                           self.variants[default])
         self._pending: dict[int, tuple[Any, features.Pending]] = {}
         self._arg, self._size = arg, _size_attr(benchmark)
-        pending, size_attr, limit = self._pending, self._size, self.min_size
-        host_select, host_bind = host.select, host.bind
+        self._reads = min_size is not None
+        if not self._reads:  # the features are never read: the call is the host tree's walk alone
+            self.select, self.bind = host.select, host.bind
+            return
+        pending = self._pending
+        fixed_obj: Any = _NOTHING
+        fixed: features.Pending | None = None
 
-        def gate(args: tuple[Any, ...], use_features: Callable[[Any], Any], fallback: Callable[..., Any]) -> Any:
-            o = args[arg]
-            entry = pending.get(id(o))
-            if entry is not None:
-                value = entry[1].value
-                if value is not None and getattr(o, size_attr) >= limit:
-                    del pending[id(o)]
-                    return use_features((o, value))
-            return fallback(*args)
+        def gated(use_features: Callable[[Any], Any], fallback: Callable[[Any], Any]) -> Callable[..., Any]:
+            def call(o: Any, *_: Any) -> Any:
+                nonlocal fixed_obj, fixed
+                if o is fixed_obj:
+                    value = fixed.value  # type: ignore[union-attr]  # set with fixed_obj
+                    if value is None:
+                        return fallback(o)
+                    fixed_obj, fixed = _NOTHING, None
+                else:
+                    entry = pending.get(id(o)) if pending else None  # nothing fixed: no id(), no lookup
+                    if entry is None or entry[1].value is None:  # admitted by the gate at fix
+                        return fallback(o)
+                    value = entry[1].value
+                del pending[id(o)]
+                return use_features((o, value))
+            return call if arg == 0 else (lambda *args: call(args[arg]))
 
-        self.select: Callable[..., str] = lambda *args: gate(args, walk, host_select)
-        self.bind: Callable[..., Callable[..., Any]] = lambda *args: gate(args, walk_bind, host_bind)
+        def latest(o: Any, p: features.Pending | None) -> None:  # fix and forget (the caller's thread)
+            nonlocal fixed_obj, fixed
+            fixed_obj, fixed = (o, p) if p is not None else (_NOTHING, None)
+
+        self._latest = latest
+        self.select: Callable[..., str] = gated(
+            distilled.compile_walk(feature_tree, sources, pair_checks, default),
+            distilled.compile_walk(host_tree, host_sources, self.checks, default))
+        self.bind: Callable[..., Callable[..., Any]] = gated(
+            distilled.compile_walk(launcher_tree(feature_tree, self.variants), sources, pair_checks,
+                                   self.variants[default]),
+            distilled.compile_walk(launcher_tree(host_tree, self.variants), host_sources, self.checks,
+                                   self.variants[default]))
 
     def fix(self, *args: Any, high_priority: bool = False, pending: features.Pending | None = None
             ) -> features.Pending | None:
@@ -69,11 +97,16 @@ class PrefetchedDispatch:
         where it is None) nothing is started and None returned: the call would not read the features, and a
         first call right after starting them pays a handoff (~1.5 us on an H100's host) on top of its walk."""
         o = args[self._arg]
+        admitted = self._reads and getattr(o, self._size) >= self.min_size
         if pending is None:
-            if getattr(o, self._size) < self.min_size:
+            if not admitted:
                 return None
             pending = self._start(args[0], o, high_priority)
-        self._pending[id(o)] = (o, pending)
+        if admitted:
+            self._pending[id(o)] = (o, pending)
+            self._latest(o, pending)
+        else:
+            self.forget(*args)
         return pending
 
     def _start(self, dev: Any, o: Any, high_priority: bool) -> features.Pending:
@@ -86,12 +119,13 @@ class PrefetchedDispatch:
 
     def used_features(self, *args: Any) -> bool:
         """Whether a call now would walk the feature tree (for reports: no side effects)."""
-        o = args[self._arg]
-        entry = self._pending.get(id(o))
-        return entry is not None and entry[1].value is not None and getattr(o, self._size) >= self.min_size
+        entry = self._pending.get(id(args[self._arg]))
+        return entry is not None and entry[1].value is not None
 
     def forget(self, *args: Any) -> None:
-        self._pending.pop(id(args[self._arg]), None)
+        o = args[self._arg]
+        if self._pending.pop(id(o), None) is not None:
+            self._latest(_NOTHING, None)  # whichever was fixed last: a later fix sets it again
 
     def __call__(self, *args: Any) -> Any:
         return self.bind(*args)(*args)
