@@ -157,13 +157,15 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     trees = fit(name, b, keep, 1.0, students, rules)
     if not gate and trees["min_size"] is not None:  # the feature rule at every size where it beat the host rule
         trees["min_size"] = 0.0
-    median_i = recorded_median(name, b, trees, keep)
+    sel_rules = (rules or {}).get("selector", {})
+    fnames = sel_rules.get("feature_names", b["feature_names"])  # sampled features (sampled_features.py) or recorded
+    median_i = (recorded_median(name, b, trees, keep) if "median_input" not in sel_rules
+                else [r["name"] for r in b["test"]].index(sel_rules["median_input"]))
     spec = shrink([inputs.InputSpec(**b["test"][median_i]["spec"])], size_scale)[0]
     record = measure_input(bench, spec, rt.timer(*TIMING[name]))  # every variant timed and checked, live
     rt.free()
     args, _, _ = bench.build(spec)
     names = {id(fn): v for v, fn in variants.items()}
-    fnames = b["feature_names"]
     probe = PrefetchedDispatch(name, trees["host"]["tree"], trees["features"]["tree"], fnames, variants, default)
     # the feature path's cost here (features on the host: the check, the gate and the walk) after a sleep of twice
     # the time the features take to land (not the longest pause: a long sleep leaves the host's caches cold and

@@ -331,6 +331,13 @@ def tree_leaves(tree: Tree) -> int:
     return 1 if "leaf" in tree else tree_leaves(tree["low"]) + tree_leaves(tree["high"])
 
 
+def split_features(tree: Tree) -> list[int]:
+    """The feature positions the tree's nodes split on (top down, left first; repeats kept)."""
+    if "leaf" in tree:
+        return []
+    return [int(tree["feature"]), *split_features(tree["low"]), *split_features(tree["high"])]
+
+
 # ---------------------------------------------------------------------------------------- compiling
 
 
