@@ -101,7 +101,9 @@ class PrefetchedDispatch:
         inputs are fixed, then do other work; a first call uses them once they are on the host. ``pending``:
         features already started (or ``Pending.finished``) to use instead. Below the gate's ``min_size`` (never,
         where it is None) nothing is started and None returned: the call would not read the features, and a
-        first call right after starting them pays a handoff (~1.5 us on an H100's host) on top of its walk."""
+        first call right after starting them pays a handoff (~1.5 us on an H100's host) on top of its walk. Where
+        the feature tree reads only sampled features (``adaptune.kernels.sampled``), they are computed here, at once
+        (a gather and a copy: a sync), and the Pending returned is finished."""
         o = args[self._arg]
         admitted = self._reads and getattr(o, self._size) >= self.min_size
         if pending is None:
