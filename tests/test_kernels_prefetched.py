@@ -174,3 +174,17 @@ def test_the_gate_finds_every_fixed_object_and_forgets_each(dev):
                                min_size=1e9)
     small.fix(graphs[0], 0, pending=landed[0])
     assert not small.used_features(graphs[0], 0) and small.select(graphs[0], 0) == "queue_thread"
+
+
+def test_sampled_sort_features_are_the_few_pairs_order_and_land_at_fix(dev):
+    tree = {"feature": 3 + 1, "threshold": 0.25,  # host metadata (3), then sample_descent_share
+            "low": {"leaf": "presorted_radix"}, "high": {"leaf": "merge"}}
+    sel = PrefetchedDispatch("sort", {"leaf": "bitonic"}, tree, sampled.SORT_SAMPLE_FEATURES,
+                             sort.variants(with_torch=False), "cub_radix")
+    for order, want in (("almost_sorted", "presorted_radix"), ("uniform", "merge")):
+        keys = inputs.sort_keys(order, 30_000, "float32", seed=5)
+        args = (dev, dev.asarray(keys))
+        got = sampled.sort_sample_features(*args)
+        assert got == sampled.sort_sample_reference(keys) and set(got) == set(sampled.SORT_SAMPLE_FEATURES)
+        pending = sel.fix(*args)
+        assert pending.value == got and sel.select(*args) == want and sel.select(*args) == "bitonic"

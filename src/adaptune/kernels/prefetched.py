@@ -119,7 +119,7 @@ class PrefetchedDispatch:
 
     def _start(self, dev: Any, o: Any, high_priority: bool) -> features.Pending:
         if self._sample is not None:
-            return features.Pending.finished(self._sample(o))
+            return features.Pending.finished(self._sample(dev, o))
         if self.benchmark == "sort":  # (dev, keys): plain keys, nothing to keep the Pending with
             return features.prefetch_sort_features(dev, o, high_priority=high_priority, finish_early=True)
         pending = features.prefetch_features(o, high_priority=high_priority, finish_early=True)
