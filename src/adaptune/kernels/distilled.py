@@ -395,25 +395,27 @@ def _child(tree: Tree, sources: tuple[tuple[str, ...], ...], checks: dict[str, C
     return _node(tree, sources, checks, default), None, None
 
 
-def _getter(src: tuple[str, ...]) -> Callable[[Any], Any]:
-    """A C getter where one reads the value (an attribute, an item), else a closure."""
-    kind = src[0]
-    if kind == "attr":
+def _c_getter(src: tuple[str, ...]) -> Callable[[Any], Any] | None:
+    """A C getter of the value where one reads it (an attribute, an item: no Python frame), else None."""
+    if src[0] == "attr":
         return operator.attrgetter(src[1])
-    if kind == "item":
+    if src[0] == "item":
         return operator.itemgetter(src[1])
-    if kind == "device":
+    return None
+
+
+def _getter(src: tuple[str, ...]) -> Callable[[Any], Any]:
+    """``_c_getter``, else a closure (device features and host attributes of a pair, any other descriptor)."""
+    get = _c_getter(src)
+    if get is not None:
+        return get
+    if src[0] == "device":
         key = src[1]
         return lambda o: o[1][key]
-    if kind == "host" and src[1] == "attr":
+    if src[0] == "host" and src[1] == "attr":
         name = src[2]
         return lambda o: getattr(o[0], name)
     return lambda o: _value(o, src)
-
-
-def _c_getter(src: tuple[str, ...]) -> Callable[[Any], Any] | None:
-    return operator.attrgetter(src[1]) if src[0] == "attr" else operator.itemgetter(src[1]) if src[0] == "item" \
-        else None
 
 
 def _node(tree: Tree, sources: tuple[tuple[str, ...], ...], checks: dict[str, Callable[[Any], bool]],

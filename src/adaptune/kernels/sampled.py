@@ -7,7 +7,7 @@ words of the CSR row pointer, one copy: microseconds to tens of microseconds) se
 even ones, which is what picks between sweeping edges and a top-down queue. The rows are drawn with a fixed seed
 (``sample_rows``), so a graph always gives the same features and a rule fitted offline on regenerated inputs reads
 what the live call reads. Sort: the order of ``SORT_SAMPLE_PAIRS`` strided adjacent key pairs (the device features'
-own kernel over 16x fewer pairs, waited for at ``fix``), where the device features' 4096 pairs land after a median
+own kernel over 4x fewer pairs, waited for at ``fix``), where the device features' 4096 pairs land after a median
 run.
 """
 
@@ -55,7 +55,7 @@ def bfs_sample_features(g: Any, rows: int = BFS_SAMPLE_ROWS) -> dict[str, float]
 
 
 SORT_SAMPLE_FEATURES = ("sample_ascending_runs", "sample_descent_share", "sample_tie_share")
-SORT_SAMPLE_PAIRS = 256  # chosen by training CV among 64 / 256 / 1024 (benchmarks/gpu_suite/sampled_features.py)
+SORT_SAMPLE_PAIRS = 1024  # by training CV among 64 / 256 / 1024, a tie to the largest (benchmarks/gpu_suite/...)
 
 
 def sort_sample_features(dev: Any, keys: Any, pairs: int = SORT_SAMPLE_PAIRS) -> dict[str, float]:
