@@ -175,10 +175,13 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     min_size = None
     if trees["min_size"] is not None and not gate:
         min_size = 0.0
-    elif trees["min_size"] is not None:
+    live_gate = None
+    if trees["min_size"] is not None and gate:
         limit = distilled.size_gate(trees["train_host"][:, distilled.GATE_SIZE[name]],
                                     np.nanmin(trees["train_runtime"], axis=1), read_us, BUDGET)
-        min_size = None if limit == np.inf else float(limit)
+        live_gate = min_size = None if limit == np.inf else float(limit)
+        if "sample" in sel_rules:  # sampled features (sampled_features.py): landed at fix, no handoff to gate for
+            min_size = trees["min_size"]  # the rules' gate (their pick's cost); the live one reported beside it
     sel = PrefetchedDispatch(name, trees["host"]["tree"], trees["features"]["tree"], fnames, variants, default,
                              min_size=min_size)
     calls = [first_calls(rt, bench, sel, args, names, p, False, repeats) for p in pauses]
@@ -201,6 +204,7 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
             "feature_tree": trees["features"]["tree"], "min_size": min_size,
             "host_rule": trees["host"].get("rule"), "feature_rule": trees["features"].get("rule"),
             "gate_size": distilled.HOST_METADATA[name][distilled.GATE_SIZE[name]], "feature_path_us": read_us,
+            "live_gate": live_gate,
             "time_to_ready_ms": ready_ms, "first_calls": calls}
 
 
