@@ -65,8 +65,9 @@ class PrefetchedDispatch:
         fixed: features.Pending | None = None
 
         def gated(use_features: Callable[[Any], Any], fallback: Callable[[Any], Any]) -> Callable[..., Any]:
-            def call(o: Any, *_: Any) -> Any:
+            def call(*args: Any) -> Any:
                 nonlocal fixed_obj, fixed
+                o = args[arg]
                 if o is fixed_obj:
                     value = fixed.value  # type: ignore[union-attr]  # set with fixed_obj
                     if value is None:
@@ -79,7 +80,7 @@ class PrefetchedDispatch:
                     value = entry[1].value
                 del pending[id(o)]
                 return use_features((o, value))
-            return call if arg == 0 else (lambda *args: call(args[arg]))
+            return call
 
         def latest(o: Any, p: features.Pending | None) -> None:  # fix and forget (the caller's thread)
             nonlocal fixed_obj, fixed
