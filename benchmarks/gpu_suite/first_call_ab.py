@@ -31,15 +31,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from adaptune.kernels import distilled, features, inputs
 from adaptune.kernels.dispatch import launcher_tree
 from adaptune.kernels.prefetched import PrefetchedDispatch
 from benchmarks.gpu_suite.prefetched import RAW, fit, recorded_median
 from benchmarks.gpu_suite.reanalysis import per_call_us, stand_in
 from benchmarks.gpu_suite.run import BENCHES, LIBRARY_DEFAULT, Runtime, shrink
-from benchmarks.harness import device_tag, markdown_table, parse_study_args, study_parser, write_results
+from benchmarks.harness import (
+    device_tag,
+    markdown_table,
+    paired_summary,
+    parse_study_args,
+    study_parser,
+    write_results,
+)
 
 RULES = Path(__file__).resolve().parent / "results" / "gpu_suite_h100_first_call_rules.json"
 ROUNDS = 3
@@ -207,16 +212,7 @@ def loops(sels: dict[str, PrefetchedDispatch], args: tuple[Any, ...], calls: int
 
 
 def summary(benchmark: str, protocol: str, samples: dict[str, list[list[float]]]) -> list[dict[str, Any]]:
-    base = sum(samples["baseline"], [])
-    rows = []
-    for side, rounds in samples.items():
-        flat = sum(rounds, [])
-        rows.append({"benchmark": benchmark, "protocol": protocol, "side": side, "p50_us": statistics.median(flat),
-                     "p10_us": float(np.percentile(flat, 10)), "p90_us": float(np.percentile(flat, 90)),
-                     "p50_per_round": " / ".join(f"{statistics.median(r):.3f}" for r in rounds),
-                     "paired_ratio_p50": statistics.median(a / b for a, b in zip(flat, base, strict=True)),
-                     "ratio_of_p50s": statistics.median(flat) / statistics.median(base), "calls": len(flat)})
-    return rows
+    return [{"benchmark": benchmark, "protocol": protocol, **r} for r in paired_summary(samples, digits=3)]
 
 
 def main(argv: list[str] | None = None) -> None:
