@@ -63,12 +63,19 @@ class PrefetchedDispatch:
         pending = self._pending
         fixed_obj: Any = _NOTHING
         fixed: features.Pending | None = None
+        fixed_row: tuple[Any, ...] | None = None  # features on the host at fix: (host metadata, features, object)
 
-        def gated(use_features: Callable[[Any], Any], fallback: Callable[[Any], Any]) -> Callable[..., Any]:
+        def gated(use_features: Callable[[Any], Any], use_row: Callable[[Any], Any], fallback: Callable[[Any], Any]
+                  ) -> Callable[..., Any]:
             def call(*args: Any) -> Any:
-                nonlocal fixed_obj, fixed
+                nonlocal fixed_obj, fixed, fixed_row
                 o = args[arg]
                 if o is fixed_obj:
+                    row = fixed_row
+                    if row is not None:  # read at fix: C getters over one tuple
+                        fixed_obj, fixed, fixed_row = _NOTHING, None, None
+                        del pending[id(o)]
+                        return use_row(row)
                     value = fixed.value  # type: ignore[union-attr]  # set with fixed_obj
                     if value is None:
                         return fallback(o)
@@ -82,17 +89,26 @@ class PrefetchedDispatch:
                 return use_features((o, value))
             return call
 
-        def latest(o: Any, p: features.Pending | None) -> None:  # fix and forget (the caller's thread)
-            nonlocal fixed_obj, fixed
+        names = tuple(feature_names)
+
+        def latest(o: Any, p: features.Pending | None, row_of: tuple[Any, ...] | None) -> None:  # fix and forget
+            nonlocal fixed_obj, fixed, fixed_row
             fixed_obj, fixed = (o, p) if p is not None else (_NOTHING, None)
+            value = None if p is None else p.value
+            fixed_row = None if value is None or row_of is None or any(k not in value for k in names) else (
+                *row_of, *(value[k] for k in names), o)
 
         self._latest = latest
+        rows = tuple(("item", i) for i in range(len(sources)))
+        row_checks = {k: (lambda r, _c=c: _c(r[-1])) for k, c in self.checks.items()}
+        launchers = launcher_tree(feature_tree, self.variants)
         self.select: Callable[..., str] = gated(
             distilled.compile_walk(feature_tree, sources, pair_checks, default),
+            distilled.compile_walk(feature_tree, rows, row_checks, default),
             distilled.compile_walk(host_tree, host_sources, self.checks, default))
         self.bind: Callable[..., Callable[..., Any]] = gated(
-            distilled.compile_walk(launcher_tree(feature_tree, self.variants), sources, pair_checks,
-                                   self.variants[default]),
+            distilled.compile_walk(launchers, sources, pair_checks, self.variants[default]),
+            distilled.compile_walk(launchers, rows, row_checks, self.variants[default]),
             distilled.compile_walk(launcher_tree(host_tree, self.variants), host_sources, self.checks,
                                    self.variants[default]))
 
@@ -113,7 +129,7 @@ class PrefetchedDispatch:
             pending = self._start(args[0], o, high_priority)
         if admitted:
             self._pending[id(o)] = (o, pending)
-            self._latest(o, pending)
+            self._latest(o, pending, distilled.read_metadata(self.benchmark, *args))
         else:
             self.forget(*args)
         return pending
@@ -136,7 +152,7 @@ class PrefetchedDispatch:
     def forget(self, *args: Any) -> None:
         o = args[self._arg]
         if self._pending.pop(id(o), None) is not None:
-            self._latest(_NOTHING, None)  # whichever was fixed last: a later fix sets it again
+            self._latest(_NOTHING, None, None)  # whichever was fixed last: a later fix sets it again
 
     def __call__(self, *args: Any) -> Any:
         return self.bind(*args)(*args)
