@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=300, help="single first calls per side and round")
     p.add_argument("--calls", type=int, default=20000, help="calls per timing loop")
     p.add_argument("--size-scale", type=float, default=1.0, help="shrink the device input (CPU pilots)")
-    p.add_argument("--landed", action="store_true", help="stub: an admitted object's features landed at fix")
+    p.add_argument("--landed", action="store_true",
+                   help="stub: an admitted object's features landed at fix (the output named ..._landed)")
     args = parse_study_args(p, argv, smoke={"repeats": 30, "calls": 2000})
     run(args)
 
@@ -292,7 +293,7 @@ def run(args: argparse.Namespace) -> Path:
     data["rows"] = rows
     table = markdown_table(rows, ["benchmark", "protocol", "side", "p50_us", "p10_us", "p90_us", "p50_per_round",
                                   "paired_ratio_p50", "ratio_of_p50s", "calls"])
-    tag = "stub" if rt is None else device_tag(rt.dev.name)
+    tag = ("stub" if rt is None else device_tag(rt.dev.name)) + ("_landed" if args.landed else "")
     return write_results(args.out, f"first_call_ab_{tag}", data, table=table,
                          title=f"GPU suite first call: fbfc380's host path against now ({data['device']})",
                          notes=NOTES)
