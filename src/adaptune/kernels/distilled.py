@@ -426,7 +426,7 @@ def _node(tree: Tree, sources: tuple[tuple[str, ...], ...], checks: dict[str, Ca
         return two
     low, lo, lo_check = _child(tree["low"], sources, checks, default)
     high, hi, hi_check = _child(tree["high"], sources, checks, default)
-    if src[0] == "ratio":
+    if src[0] == "ratio":  # node's body with the division inline: a getter closure would add a frame a call
         num, den = operator.attrgetter(src[1]), operator.attrgetter(src[2])
 
         def ratio_node(o: Any, *_: Any) -> Any:
