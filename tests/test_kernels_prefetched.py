@@ -150,6 +150,11 @@ def test_sampled_bfs_features_are_the_sampled_rows_degrees_and_land_at_fix(dev):
         pending = sel.fix(g, 0)
         assert pending.value == got and not features.kept_features(g)  # on the host at once, no device features
         assert sel.select(g, 0) == want and sel.select(g, 0) == "queue_thread"  # consumed by the first call
+    mixed = {**tree, "high": {"feature": 3 + 3 + 3, "threshold": 1.0,  # ... then degree_sd of the device features
+                              "low": {"leaf": "edge_batched"}, "high": {"leaf": "queue_thread"}}}
+    with pytest.raises(ValueError, match="sampled features .*sample_degree_cv.* and device features .*degree_sd"):
+        PrefetchedDispatch("bfs", {"leaf": "queue_thread"}, mixed, sampled.BFS_SAMPLE_FEATURES + features.BFS_FEATURES,
+                           bfs.variants(), "direction_optimising")
 
 
 def test_the_gate_finds_every_fixed_object_and_forgets_each(dev):

@@ -55,6 +55,9 @@ class PrefetchedDispatch:
         n_host = len(distilled.HOST_METADATA[benchmark])
         read = {feature_names[i - n_host] for i in distilled.split_features(feature_tree) if i >= n_host}
         names, compute = sampled.SAMPLED.get(benchmark, ((), None))
+        if read & set(names) and not read <= set(names):
+            raise ValueError(f"the feature tree reads sampled features ({', '.join(sorted(read & set(names)))}) and "
+                             f"device features ({', '.join(sorted(read - set(names)))}): one kind or the other")
         self._sample = compute if read and read <= set(names) else None
         self._reads = min_size is not None
         if not self._reads:  # the features are never read: the call is the host tree's walk alone
