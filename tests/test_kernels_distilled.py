@@ -58,6 +58,30 @@ def test_compiled_selector_equals_the_reference_walk():
     assert {refuse(None, o) for o in objs} == {"s"}
 
 
+def test_every_node_form_equals_the_reference_walk_with_checks():
+    # depth-2 trees over attributes (one closure), over items, a ratio root, single leaves; checks refuse some leaves
+    rng = np.random.default_rng(11)
+    x = rng.random((300, 3)) * [1e6, 50, 1]
+    runtime = np.column_stack([x[:, 0] / 1e5 + 1, x[:, 1] / 5 + 1, 10 * x[:, 2] + 0.5, 3 + 0 * x[:, 0]])
+    names = ["p", "q", "r", "s"]
+    objs = [types.SimpleNamespace(f0=r[0], f1=r[1], one=1.0, f2=r[2]) for r in x]
+    checks = {"q": lambda o: o.f2 > 0.5, "r": lambda o: o.f0 > 3e5}
+
+    def want(tree, row, o):
+        v = distilled.predict(tree, row)
+        return v if v not in checks or checks[v](o) else "s"
+
+    for depth in (0, 1, 2, 3):
+        tree = distilled.fit_tree(x, runtime, names, max_depth=depth, min_leaf=1) if depth else {"leaf": "q"}
+        for sources in ((0, (("attr", "f0"), ("attr", "f1"), ("attr", "f2"))),
+                        (0, (("attr", "f0"), ("ratio", "f1", "one"), ("attr", "f2")))):
+            select = distilled.compile_tree(tree, sources, checks, "s")
+            assert [select(o) for o in objs] == [want(tree, r, o) for r, o in zip(x, objs, strict=True)]
+        walk = distilled.compile_tree(tree, (0, tuple(("item", i) for i in range(3))))
+        assert [walk(list(r)) for r in x] == [distilled.predict(tree, r) for r in x]
+    assert distilled.tree_depth(tree) == 3 and "leaf" not in tree["low"]
+
+
 def test_the_leaf_picks_the_best_summed_fraction_not_the_most_wins():
     # `a` wins 3 of 5 inputs narrowly, `b` loses those by 5 % and wins the other 2 by 3x: b has the larger sum
     runtime = np.array([[1.0, 1.05]] * 3 + [[3.0, 1.0]] * 2)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptune.kernels import bfs, distilled, features, inputs, sort
+from adaptune.kernels import bfs, distilled, features, inputs, sampled, sort
 from adaptune.kernels.device import OpenCLDevice
 from adaptune.kernels.prefetched import PrefetchedDispatch
 
@@ -130,3 +130,66 @@ def test_prefetched_bfs_dispatch_on_kept_and_early_finished_features(dev):
     with pytest.raises(ValueError, match="cusparse"):
         PrefetchedDispatch("bfs", {"leaf": "queue_thread"}, {"leaf": "cusparse"}, features.BFS_FEATURES,
                            bfs.variants(), "direction_optimising")
+
+
+def test_sampled_bfs_features_are_the_sampled_rows_degrees_and_land_at_fix(dev):
+    hub_ptr, hub_idx = inputs.graph("hub_spoke", 5000, 8.0, seed=3)
+    grid_ptr, grid_idx = inputs.graph("grid_2d", 5000, 4.0, seed=3)
+    tree = {"feature": 3 + 1, "threshold": 0.2,  # host metadata (3), then sample_degree_cv
+            "low": {"leaf": "topdown_batched"}, "high": {"leaf": "edge_batched"}}
+    sel = PrefetchedDispatch("bfs", {"leaf": "queue_thread"}, tree, sampled.BFS_SAMPLE_FEATURES, bfs.variants(),
+                             "direction_optimising")
+    for indptr, indices, want in ((hub_ptr, hub_idx, "edge_batched"), (grid_ptr, grid_idx, "topdown_batched")):
+        g = bfs.upload(dev, indptr, indices)
+        rows = sampled.sample_rows(g.n)
+        deg = np.diff(indptr)[rows].astype(float)
+        got = sampled.bfs_sample_features(g)
+        assert got == pytest.approx({"sample_degree_sd": deg.std(), "sample_degree_cv": deg.std() / (g.m / g.n),
+                                     "sample_max_over_avg": deg.max() / (g.m / g.n)})
+        assert sel.select(g, 0) == "queue_thread"  # not fixed: the host tree
+        pending = sel.fix(g, 0)
+        assert pending.value == got and not features.kept_features(g)  # on the host at once, no device features
+        assert sel.select(g, 0) == want and sel.select(g, 0) == "queue_thread"  # consumed by the first call
+    mixed = {**tree, "high": {"feature": 3 + 3 + 3, "threshold": 1.0,  # ... then degree_sd of the device features
+                              "low": {"leaf": "edge_batched"}, "high": {"leaf": "queue_thread"}}}
+    with pytest.raises(ValueError, match="sampled features .*sample_degree_cv.* and device features .*degree_sd"):
+        PrefetchedDispatch("bfs", {"leaf": "queue_thread"}, mixed, sampled.BFS_SAMPLE_FEATURES + features.BFS_FEATURES,
+                           bfs.variants(), "direction_optimising")
+
+
+def test_the_gate_finds_every_fixed_object_and_forgets_each(dev):
+    graphs = [bfs.upload(dev, *inputs.graph("grid_2d", 400 + 100 * i, 4.0, seed=i)) for i in range(3)]
+    tree = {"feature": 0, "threshold": 550.0, "low": {"leaf": "edge_batched"}, "high": {"leaf": "topdown_batched"}}
+    host = {"leaf": "queue_thread"}
+    sel = PrefetchedDispatch("bfs", host, tree, features.BFS_FEATURES, bfs.variants(), "direction_optimising")
+    landed = [features.Pending.finished({k: 0.0 for k in features.BFS_FEATURES}) for _ in graphs]
+    for g, p in zip(graphs, landed, strict=True):
+        sel.fix(g, 0, pending=p)
+    sel.forget(graphs[1], 0)
+    # the last fixed (cells), an earlier one (by id), a forgotten one (host tree); each used once
+    assert [sel.select(g, 0) for g in graphs] == ["edge_batched", "queue_thread", "topdown_batched"]
+    assert [sel.select(g, 0) for g in graphs] == ["queue_thread"] * 3
+    not_landed = features.Pending([], lambda: None, lambda: False, lambda hosts: {})
+    sel.fix(graphs[0], 0, pending=not_landed)
+    assert sel.select(graphs[0], 0) == "queue_thread" and sel.used_features(graphs[0], 0) is False
+    not_landed.value = landed[0].value  # lands later: the next call takes it
+    assert sel.select(graphs[0], 0) == "edge_batched"
+    # below the gate a given Pending is not kept; min_size None: never read, the host tree's walk itself
+    small = PrefetchedDispatch("bfs", host, tree, features.BFS_FEATURES, bfs.variants(), "direction_optimising",
+                               min_size=1e9)
+    small.fix(graphs[0], 0, pending=landed[0])
+    assert not small.used_features(graphs[0], 0) and small.select(graphs[0], 0) == "queue_thread"
+
+
+def test_sampled_sort_features_are_the_few_pairs_order_and_land_at_fix(dev):
+    tree = {"feature": 3 + 1, "threshold": 0.25,  # host metadata (3), then sample_descent_share
+            "low": {"leaf": "presorted_radix"}, "high": {"leaf": "merge"}}
+    sel = PrefetchedDispatch("sort", {"leaf": "bitonic"}, tree, sampled.SORT_SAMPLE_FEATURES,
+                             sort.variants(with_torch=False), "cub_radix")
+    for order, want in (("almost_sorted", "presorted_radix"), ("uniform", "merge")):
+        keys = inputs.sort_keys(order, 30_000, "float32", seed=5)
+        args = (dev, dev.asarray(keys))
+        got = sampled.sort_sample_features(*args)
+        assert got == sampled.sort_sample_reference(keys) and set(got) == set(sampled.SORT_SAMPLE_FEATURES)
+        pending = sel.fix(*args)
+        assert pending.value == got and sel.select(*args) == want and sel.select(*args) == "bitonic"

@@ -157,13 +157,15 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     trees = fit(name, b, keep, 1.0, students, rules)
     if not gate and trees["min_size"] is not None:  # the feature rule at every size where it beat the host rule
         trees["min_size"] = 0.0
-    median_i = recorded_median(name, b, trees, keep)
+    sel_rules = (rules or {}).get("selector", {})
+    fnames = sel_rules.get("feature_names", b["feature_names"])  # sampled features (sampled_features.py) or recorded
+    median_i = (recorded_median(name, b, trees, keep) if "median_input" not in sel_rules
+                else [r["name"] for r in b["test"]].index(sel_rules["median_input"]))
     spec = shrink([inputs.InputSpec(**b["test"][median_i]["spec"])], size_scale)[0]
     record = measure_input(bench, spec, rt.timer(*TIMING[name]))  # every variant timed and checked, live
     rt.free()
     args, _, _ = bench.build(spec)
     names = {id(fn): v for v, fn in variants.items()}
-    fnames = b["feature_names"]
     probe = PrefetchedDispatch(name, trees["host"]["tree"], trees["features"]["tree"], fnames, variants, default)
     # the feature path's cost here (features on the host: the check, the gate and the walk) after a sleep of twice
     # the time the features take to land (not the longest pause: a long sleep leaves the host's caches cold and
@@ -173,10 +175,13 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     min_size = None
     if trees["min_size"] is not None and not gate:
         min_size = 0.0
-    elif trees["min_size"] is not None:
+    live_gate = None
+    if trees["min_size"] is not None and gate:
         limit = distilled.size_gate(trees["train_host"][:, distilled.GATE_SIZE[name]],
                                     np.nanmin(trees["train_runtime"], axis=1), read_us, BUDGET)
-        min_size = None if limit == np.inf else float(limit)
+        live_gate = min_size = None if limit == np.inf else float(limit)
+        if "sample" in sel_rules:  # sampled features (sampled_features.py): landed at fix, no handoff to gate for
+            min_size = trees["min_size"]  # the rules' gate (their pick's cost); the live one reported beside it
     sel = PrefetchedDispatch(name, trees["host"]["tree"], trees["features"]["tree"], fnames, variants, default,
                              min_size=min_size)
     calls = [first_calls(rt, bench, sel, args, names, p, False, repeats) for p in pauses]
@@ -199,6 +204,7 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
             "feature_tree": trees["features"]["tree"], "min_size": min_size,
             "host_rule": trees["host"].get("rule"), "feature_rule": trees["features"].get("rule"),
             "gate_size": distilled.HOST_METADATA[name][distilled.GATE_SIZE[name]], "feature_path_us": read_us,
+            "live_gate": live_gate,
             "time_to_ready_ms": ready_ms, "first_calls": calls}
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from adaptune.kernels import bfs, distilled, features, histogram, inputs, sort, spmv
+from adaptune.kernels import bfs, distilled, features, histogram, inputs, sampled, sort, spmv
 from adaptune.kernels.dispatch import DistilledDispatch, FeatureTreeDispatch, KeptDispatch
 from benchmarks.harness import device_tag, git_commit, time_device, time_host
 
@@ -336,7 +336,8 @@ class BfsBench(Bench):
         reached = levels[levels != bfs.UNVISITED]
         ref = rt.xp.asarray(levels)
         info = {"n": g.n, "m": g.m, "source": source, "depth": int(reached.max()), "reached": int(reached.size),
-                "reference": how, "bytes": g.m * 4 + (g.n + 1) * 4}
+                "reference": how, "bytes": g.m * 4 + (g.n + 1) * 4,
+                "sample_features": sampled.bfs_sample_features(g)}  # what a first call can afford (issue 24)
         return (g, source), info, ref
 
     def features(self, g, source):

@@ -12,10 +12,10 @@ from benchmarks.harness.files import example_module, load_file_module
 from benchmarks.harness.metadata import git_commit, run_metadata, study_meta
 from benchmarks.harness.plot import plot_bars, plot_lines
 from benchmarks.harness.report import finish_study, markdown_table, write_results
-from benchmarks.harness.timing import fastest_us, summarize, time_device, time_host
+from benchmarks.harness.timing import fastest_us, paired_summary, summarize, time_device, time_host
 
 __all__ = [
     "PROFILES", "device_tag", "example_module", "fastest_us", "finish_study", "git_commit", "load_file_module",
-    "markdown_table", "output_stem", "parse_study_args", "plot_bars", "plot_lines", "profile", "run_metadata",
+    "markdown_table", "output_stem", "paired_summary", "parse_study_args", "plot_bars", "plot_lines", "profile", "run_metadata",
     "study_meta", "study_parser", "summarize", "time_device", "time_host", "write_results",
 ]

@@ -6,6 +6,7 @@ seconds (p50/p10/p90/min/max) with the raw samples, so every study reports sprea
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -21,6 +22,23 @@ def summarize(samples_s: Sequence[float]) -> dict:
     p10, p50, p90 = np.percentile(arr, [10, 50, 90])
     return {"p50": float(p50), "p10": float(p10), "p90": float(p90), "min": float(arr.min()),
             "max": float(arr.max()), "samples": [float(x) for x in arr]}
+
+
+def paired_summary(samples: dict[str, list[list[float]]], baseline: str = "baseline", digits: int = 2
+                   ) -> list[dict[str, Any]]:
+    """Per side of an interleaved A/B (``samples``: side -> rounds of single timings in us, the i-th call of every
+    side timed in the same repeat): p50 / p10 / p90, each round's p50, the median of each call over the
+    ``baseline`` call of its repeat (``paired_ratio_p50``), the ratio of the p50s, and the number of calls."""
+    base = sum(samples[baseline], [])
+    rows = []
+    for side, rounds in samples.items():
+        flat = sum(rounds, [])
+        rows.append({"side": side, "p50_us": statistics.median(flat), "p10_us": float(np.percentile(flat, 10)),
+                     "p90_us": float(np.percentile(flat, 90)),
+                     "p50_per_round": " / ".join(f"{statistics.median(r):.{digits}f}" for r in rounds),
+                     "paired_ratio_p50": statistics.median(a / b for a, b in zip(flat, base, strict=True)),
+                     "ratio_of_p50s": statistics.median(flat) / statistics.median(base), "calls": len(flat)})
+    return rows
 
 
 def time_host(fn: Callable[[], Any], *, warmup: int = 1, repeats: int = 7, number: int = 1,

@@ -24,17 +24,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from adaptune.lang.ndp.prefetched import PrefetchedSelector
-from benchmarks.harness import device_tag, markdown_table, parse_study_args, study_parser, write_results
+from benchmarks.harness import (
+    device_tag,
+    markdown_table,
+    paired_summary,
+    parse_study_args,
+    study_parser,
+    write_results,
+)
 from benchmarks.ndp import first_call
 from benchmarks.ndp import run as ndp_run
 
@@ -111,16 +115,7 @@ def ab(sels: dict[str, Any], arrays: tuple[Any, ...], wait: Callable[[Any], Any]
 
 
 def summary(protocol: str, samples: dict[str, list[list[float]]]) -> list[dict[str, Any]]:
-    base = sum(samples["baseline"], [])
-    rows = []
-    for side, rounds in samples.items():
-        flat = sum(rounds, [])
-        rows.append({"protocol": protocol, "gate": side, "p50_us": statistics.median(flat),
-                     "p10_us": float(np.percentile(flat, 10)), "p90_us": float(np.percentile(flat, 90)),
-                     "p50_per_round": " / ".join(f"{statistics.median(r):.2f}" for r in rounds),
-                     "paired_ratio_p50": statistics.median(a / b for a, b in zip(flat, base, strict=True)),
-                     "ratio_of_p50s": statistics.median(flat) / statistics.median(base), "calls": len(flat)})
-    return rows
+    return [{"protocol": protocol, "gate": r.pop("side"), **r} for r in paired_summary(samples)]
 
 
 def main(argv: list[str] | None = None) -> None:

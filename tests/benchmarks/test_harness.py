@@ -14,6 +14,7 @@ from benchmarks.harness import (
     finish_study,
     markdown_table,
     output_stem,
+    paired_summary,
     parse_study_args,
     plot_bars,
     plot_lines,
@@ -173,3 +174,11 @@ def test_finish_study_writes_report_chart_and_prints(tmp_path, capsys):
 def test_example_module_loads_an_examples_problem_file():
     module = example_module("vector_add")
     assert module.problem_small.name.startswith("vector_add")
+
+
+def test_paired_summary_pairs_each_call_with_the_baseline_call_of_its_repeat():
+    samples = {"baseline": [[2.0, 4.0], [8.0]], "now": [[1.0, 4.0], [2.0]]}
+    rows = {r["side"]: r for r in paired_summary(samples)}
+    assert rows["now"]["paired_ratio_p50"] == 0.5  # 0.5, 1.0, 0.25
+    assert rows["now"]["ratio_of_p50s"] == 2.0 / 4.0 and rows["now"]["calls"] == 3
+    assert rows["now"]["p50_per_round"] == "2.50 / 2.00" and rows["baseline"]["paired_ratio_p50"] == 1.0

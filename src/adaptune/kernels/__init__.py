@@ -7,7 +7,8 @@ Kernels are written once in a portable dialect (`dialect.h`) and run through CuP
 (generators), `dispatch` (KeptDispatch: the choice kept with the input object; DistilledDispatch: a first
 call from host metadata through `distilled`, a cost-aware tree compiled into closures), `prefetched`
 (PrefetchedDispatch: features started at fix time, a first call through a tree over host metadata and device
-features once they are on the host), `device`.
+features once they are on the host), `sampled` (features a first call can afford: a few hundred values read at
+fix), `device`.
 """
 
 from adaptune.kernels.device import CupyDevice, Device, KernelSourceError, OpenCLDevice

@@ -14,6 +14,7 @@ so it is saved and loaded without pickles, and compiled without ``eval``/``exec`
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -330,6 +331,13 @@ def tree_leaves(tree: Tree) -> int:
     return 1 if "leaf" in tree else tree_leaves(tree["low"]) + tree_leaves(tree["high"])
 
 
+def split_features(tree: Tree) -> list[int]:
+    """The feature positions the tree's nodes split on (top down, left first; repeats kept)."""
+    if "leaf" in tree:
+        return []
+    return [int(tree["feature"]), *split_features(tree["low"]), *split_features(tree["high"])]
+
+
 # ---------------------------------------------------------------------------------------- compiling
 
 
@@ -341,19 +349,35 @@ def compile_tree(tree: Tree, sources: tuple[int, tuple[tuple[str, ...], ...]],
     leaf whose variant has a constraint in ``checks`` (a predicate of the object), the check, with a fall
     back to ``default`` where it refuses (as CodeVariant dispatch does). No NumPy, no ``eval``. A leaf may
     hold any value (a launcher) with its variant in ``name``; the checks are keyed by variant and
-    ``default`` is returned as given."""
+    ``default`` is returned as given. Where the object is the first argument, ``select`` is the root node
+    itself (``compile_walk``): no wrapper call."""
+    arg, descriptors = sources
+    root = compile_walk(tree, descriptors, checks, default)
+    if arg == 0:
+        return root
+
+    def select(*args: Any) -> Any:
+        return root(args[arg])
+    return select
+
+
+def compile_walk(tree: Tree, descriptors: tuple[tuple[str, ...], ...],
+                 checks: dict[str, Callable[[Any], bool]] | None = None, default: Any = None
+                 ) -> Callable[..., Any]:
+    """``walk(o, *ignored) -> variant``: the tree over one object as nested closures (``compile_tree``'s root).
+
+    Why so: a first call runs on cold caches, where every distinct step costs (a call frame, a lookup), so a
+    node returns the values of leaf children itself (a check at a constrained leaf called in place) instead
+    of calling a closure per leaf, and reads attributes and items through C getters."""
     checks = checks or {}
     if any(v in checks for v in leaf_names(tree)) and default is None:
         raise ValueError("a constrained leaf needs a default to fall back to")
-    arg, descriptors = sources
-    root = _compile(tree, descriptors, checks, default)
-    if arg == 0:
-        def select(*args: Any) -> Any:
-            return root(args[0])
-    else:
-        def select(*args: Any) -> Any:
-            return root(args[arg])
-    return select
+    if "leaf" in tree:
+        label, check = tree["leaf"], checks.get(tree.get("name", tree["leaf"]))
+        if check is None:
+            return lambda o, *_: label
+        return lambda o, *_: label if check(o) else default
+    return _node(tree, descriptors, checks, default)
 
 
 def leaf_names(tree: Tree) -> list[str]:
@@ -363,33 +387,92 @@ def leaf_names(tree: Tree) -> list[str]:
     return leaf_names(tree["low"]) + leaf_names(tree["high"])
 
 
-def _compile(tree: Tree, sources: tuple[tuple[str, ...], ...], checks: dict[str, Callable[[Any], bool]],
-             default: Any) -> Callable[[Any], Any]:
+def _child(tree: Tree, sources: tuple[tuple[str, ...], ...], checks: dict[str, Callable[[Any], bool]],
+           default: Any) -> tuple[Callable[[Any], Any] | None, Any, Callable[[Any], bool] | None]:
+    """(node, None, None) for a subtree; (None, value, check or None) for a leaf, returned by its parent."""
     if "leaf" in tree:
-        label = tree["leaf"]
-        check = checks.get(tree.get("name", label))
-        if check is None:
-            return lambda o: label
-        return lambda o: label if check(o) else default
-    src, t = sources[int(tree["feature"])], float(tree["threshold"])
-    low, high = _compile(tree["low"], sources, checks, default), _compile(tree["high"], sources, checks, default)
-    kind = src[0]
-    if kind == "attr":
-        name = src[1]
-        return lambda o: low(o) if getattr(o, name) <= t else high(o)
-    if kind == "ratio":
-        num, den = src[1], src[2]
-        return lambda o: low(o) if getattr(o, num) / getattr(o, den) <= t else high(o)
-    if kind == "present":
-        name = src[1]
-        return lambda o: low(o) if (getattr(o, name) is not None) <= t else high(o)
-    if kind == "item":
+        return None, tree["leaf"], checks.get(tree.get("name", tree["leaf"]))
+    return _node(tree, sources, checks, default), None, None
+
+
+def _c_getter(src: tuple[str, ...]) -> Callable[[Any], Any] | None:
+    """A C getter of the value where one reads it (an attribute, an item: no Python frame), else None."""
+    if src[0] == "attr":
+        return operator.attrgetter(src[1])
+    if src[0] == "item":
+        return operator.itemgetter(src[1])
+    return None
+
+
+def _getter(src: tuple[str, ...]) -> Callable[[Any], Any]:
+    """``_c_getter``, else a closure (device features and host attributes of a pair, any other descriptor)."""
+    get = _c_getter(src)
+    if get is not None:
+        return get
+    if src[0] == "device":
         key = src[1]
-        return lambda o: low(o) if o[key] <= t else high(o)
-    if kind == "device":
-        key = src[1]
-        return lambda o: low(o) if o[1][key] <= t else high(o)
-    if kind == "host" and src[1] == "attr":
+        return lambda o: o[1][key]
+    if src[0] == "host" and src[1] == "attr":
         name = src[2]
-        return lambda o: low(o) if getattr(o[0], name) <= t else high(o)
-    return lambda o: low(o) if _value(o, src) <= t else high(o)
+        return lambda o: getattr(o[0], name)
+    return lambda o: _value(o, src)
+
+
+def _node(tree: Tree, sources: tuple[tuple[str, ...], ...], checks: dict[str, Callable[[Any], bool]],
+          default: Any) -> Callable[..., Any]:
+    src, t = sources[int(tree["feature"])], float(tree["threshold"])
+    two = _two_levels(tree, sources, checks, default)
+    if two is not None:
+        return two
+    low, lo, lo_check = _child(tree["low"], sources, checks, default)
+    high, hi, hi_check = _child(tree["high"], sources, checks, default)
+    if src[0] == "ratio":  # node's body with the division inline: a getter closure would add a frame a call
+        num, den = operator.attrgetter(src[1]), operator.attrgetter(src[2])
+
+        def ratio_node(o: Any, *_: Any) -> Any:
+            if num(o) / den(o) <= t:
+                if low is not None:
+                    return low(o)
+                return lo if lo_check is None or lo_check(o) else default
+            if high is not None:
+                return high(o)
+            return hi if hi_check is None or hi_check(o) else default
+        return ratio_node
+    get = _getter(src)
+
+    def node(o: Any, *_: Any) -> Any:
+        if get(o) <= t:
+            if low is not None:
+                return low(o)
+            return lo if lo_check is None or lo_check(o) else default
+        if high is not None:
+            return high(o)
+        return hi if hi_check is None or hi_check(o) else default
+    return node
+
+
+def _two_levels(tree: Tree, sources: tuple[tuple[str, ...], ...], checks: dict[str, Callable[[Any], bool]],
+                default: Any) -> Callable[..., Any] | None:
+    """A node whose two children are nodes over leaves, all three over attributes or items (a depth-2 tree over
+    host metadata), as one closure: three C getter calls at most, no call of a child. None for any other shape."""
+    kids = (tree["low"], tree["high"])
+    if any("leaf" in k or "leaf" not in k["low"] or "leaf" not in k["high"] for k in kids):
+        return None
+    gets = [_c_getter(sources[int(n["feature"])]) for n in (tree, *kids)]
+    if any(g is None for g in gets):
+        return None
+    get, get_lo, get_hi = gets
+    t, t_lo, t_hi = (float(n["threshold"]) for n in (tree, *kids))
+    leaves = [(k[side]["leaf"], checks.get(k[side].get("name", k[side]["leaf"]))) for k in kids
+              for side in ("low", "high")]
+    (a, ca), (b, cb), (c, cc), (d, cd) = leaves
+
+    def node(o: Any, *_: Any) -> Any:
+        if get(o) <= t:  # type: ignore[misc]
+            if get_lo(o) <= t_lo:  # type: ignore[misc]
+                return a if ca is None or ca(o) else default
+            return b if cb is None or cb(o) else default
+        if get_hi(o) <= t_hi:  # type: ignore[misc]
+            return c if cc is None or cc(o) else default
+        return d if cd is None or cd(o) else default
+    return node

@@ -39,7 +39,7 @@ def compile_rule(rule: Rule, labels: Sequence[str], width: int) -> Callable[[Seq
         predict, names = compile_predictor(rule), list(labels)
         return lambda vec: names[int(predict(vec))]
     canonical = {label: label for label in labels}
-    used = _split_positions(rule)
+    used = distilled.split_features(rule)
     if used and max(used) >= width:
         raise NdpError(f"the tree splits on feature {max(used)}, but the rule has {width} features")
     unknown = sorted(set(distilled.leaf_names(rule)) - set(labels))
@@ -53,12 +53,6 @@ def _leaves_as(tree: distilled.Tree, canonical: Mapping[str, str]) -> distilled.
     if "leaf" in tree:
         return {"leaf": canonical[tree["leaf"]]}
     return {**tree, "low": _leaves_as(tree["low"], canonical), "high": _leaves_as(tree["high"], canonical)}
-
-
-def _split_positions(tree: distilled.Tree) -> list[int]:
-    if "leaf" in tree:
-        return []
-    return [int(tree["feature"]), *_split_positions(tree["low"]), *_split_positions(tree["high"])]
 
 
 class PrefetchedSelector:
