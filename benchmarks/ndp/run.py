@@ -37,6 +37,7 @@ os.environ.setdefault("CUPY_ACCELERATORS", "cub")
 
 import numpy as np  # noqa: E402
 
+from adaptune.backends.cuda import HOLD_NS, CUDABackend  # noqa: E402
 from adaptune.kernels import inputs  # noqa: E402
 from adaptune.lang import ndp  # noqa: E402
 from benchmarks.harness import (  # noqa: E402
@@ -79,8 +80,9 @@ def compact(x):
 class Bench:
     """Device, array module, timer and a few helpers shared by the parts."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, label_hold: bool = False) -> None:
         self.kind = kind
+        self.hold_kernel: Any = None  # the hold kernel of --label-hold (CUDA): labels without the host's enqueue
         if kind == "cuda":
             import cupy as cp
 
@@ -100,6 +102,8 @@ class Bench:
             except Exception:  # torch is only a peer
                 self.torch = None
         self.cuda = kind == "cuda"
+        if label_hold and self.cuda:
+            self.hold_kernel = self.cp.RawKernel(CUDABackend.warm_up_source, "adaptune_warm_up")
 
     def time(self, fn: Callable[[], Any], warmup: int = 2, repeats: int = 10, budget_ms: float = 150.0) -> float:
         """Median ms of fn: CUDA events on CUDA, wall time with a queue finish on OpenCL."""
@@ -124,6 +128,8 @@ class Bench:
             for name in names[k0:] + names[:k0]:
                 if self.cuda:
                     start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
+                    if self.hold_kernel is not None:  # the call's work is enqueued before the start event fires
+                        self.hold_kernel((1,), (1,), (np.uint64(HOLD_NS),))
                     start.record()
                     calls[name]()
                     end.record()
@@ -745,7 +751,7 @@ def device_description(b: Bench) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> Path:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    b = Bench(args.device)
+    b = Bench(args.device, label_hold=args.label_hold)
     t_start = time.perf_counter()
 
     def log(msg: str) -> None:
@@ -753,7 +759,7 @@ def run(args: argparse.Namespace) -> Path:
 
     report: dict[str, Any] = {"device": device_description(b), "date": dt.datetime.now(dt.UTC).isoformat(
         timespec="seconds"), "commit": git_commit(), "scale": args.scale, "seed": args.seed,
-        "python": platform.python_version(), "timing": "round_robin", "first_call_repeats": FIRST_CALL["repeats"],
+        "python": platform.python_version(), "timing": "round_robin" + (", hold" if b.hold_kernel is not None else ""), "first_call_repeats": FIRST_CALL["repeats"],
         "benchmarks": {}, "errors": {}}
     path = out / f"ndp_{args.tag or device_tag(report['device']['name'])}.json"
     parts = {"spmv": lambda: run_spmv(b, args.scale, args.seed, log),
@@ -987,6 +993,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--first-call-repeats", type=int, default=50, help="fixes per computation for the first call")
     p.add_argument("--reanalyse", help="refit the selection from the records of an existing results JSON")
     p.add_argument("--report", help="write markdown + PNG next to an existing results JSON and exit")
+    p.add_argument("--label-hold", action="store_true",
+                   help="CUDA: each timed call starts after a 0.2 ms hold on the stream (adaptune.backends.cuda."
+                        "HOLD_NS), so a label is the call's device time without the host's enqueue; use with --tag")
     args = parse_study_args(p, argv, smoke={"device": "opencl", "scale": 0.04, "parts": ["spmv"]})
     MODEL["kind"] = args.model
     FIRST_CALL["repeats"] = args.first_call_repeats
