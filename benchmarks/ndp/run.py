@@ -844,6 +844,10 @@ TIMING_TEXT = {
                    "of an input (order rotated each round), medians",
     "sequential": "Timing: CUDA events, each label in turn: 2 warm-up calls and the median of up to 10 repeats "
                   "(the first run's method; clock drift between labels is not evened out)",
+    "round_robin, hold": "Timing: CUDA events, 2 warm-up calls, then up to 10 round-robin rounds over every label and "
+                         "peer of an input (order rotated each round), medians; each timed call starts after a 0.2 ms "
+                         "hold on the stream (`--label-hold`), so a label is the call's device time without the host's "
+                         "enqueue",
 }
 
 
