@@ -288,6 +288,21 @@ def test_bulk_load_equals_the_chunked_upserts_with_repeated_keys_and_colliding_h
     assert store.integrity_check() == "ok"
 
 
+def test_sqlite_bulk_inserts_of_many_rows_a_statement_store_what_executemany_stores(tmp_path, monkeypatch):
+    header, lines = cache_lines(300)
+    path = tmp_path / "c.json"
+    path.write_text(closed(header, lines))
+    monkeypatch.setattr(bulk_module, "BULK_MIN_ROWS", 1)
+    tables = []
+    for per in (1, 7):  # 1: every row by executemany; 7: statements of 7 rows, the rest of a chunk by executemany
+        monkeypatch.setattr(bulk_module, "INSERT_ROWS", per)
+        with Store(tmp_path / f"{per}.db") as store:
+            assert import_file(store, path, chunk_size=64).written == 300
+            with store.db.read() as conn:
+                tables.append(conn.exec_driver_sql("SELECT * FROM measurements ORDER BY id").all())
+    assert len(tables[0]) == 300 and tables[0] == tables[1]
+
+
 def test_csv_built_by_the_database_reads_back_as_python_writes_it(store, tmp_path):
     run = store.run(DeviceInfo(name="d", platform="p"), "k", "src", "in")
     weird = [0.1 + 0.2, 1e-05, 1e16, 5e-324, 123456789.123456789, 2.5, 100.0]
