@@ -201,7 +201,10 @@ def _column_counts(names: Sequence[str], columns: Iterable[Sequence[Any]], statu
     every row had the first row's status, then the rows of other statuses (a few) are moved."""
     counted: Counter = Counter()
     first = statuses[0] if statuses else ""
-    others = [i for i, s in enumerate(statuses) if s != first]
+    others: dict[str, list[int]] = {}
+    for i, s in enumerate(statuses):
+        if s != first:
+            others.setdefault(s, []).append(i)
     for name, column in zip(names, columns, strict=True):
         kinds = set(map(type, column))
         if len(kinds) != 1:
@@ -209,9 +212,11 @@ def _column_counts(names: Sequence[str], columns: Iterable[Sequence[Any]], statu
             continue
         kind = kinds.pop()
         values = Counter(column)
-        for i in others:
-            values[column[i]] -= 1
-            counted[(name, kind, column[i], statuses[i])] += 1
+        for status, rows in others.items():  # each other status's values counted in C too, then moved
+            moved = Counter(map(column.__getitem__, rows))
+            values.subtract(moved)
+            for v, n in moved.items():
+                counted[(name, kind, v, status)] += n
         for v, n in values.items():
             if n:
                 counted[(name, kind, v, first)] += n
