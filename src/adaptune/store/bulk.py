@@ -49,7 +49,7 @@ SORT_THREADS = 3
 INSERT_ROWS = 500
 """Rows a SQLite insert statement of a bulk load carries (``INSERT ... VALUES (...), (...), ...``): the
 statement's per-execution work is paid once for them, not once a row as with ``executemany``: 4.6-6.5 against
-7.2-9.7 µs a row (10^5 rows, alternating, under load). Capped by the build's limit on bound parameters."""
+7.2-9.7 µs a row (2x10^5 rows, alternating, under load). Capped by the build's limit on bound parameters."""
 REBUILT = ("uq_m_hash", "ix_m_ok_run")
 """The indexes in random order of arrival, dropped during a bulk load and built once at its end."""
 

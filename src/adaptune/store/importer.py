@@ -205,9 +205,9 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
 
 READER_ENCODES = 3
 """One chunk in this many is encoded by the reader process, the others by the writing one, which has the time:
-decoding and checking a row took the reader ~11.5 µs, encoding it ~7.5 µs, and SQLite's insert ~5.5 µs; with
-every chunk encoded by one side, that side bounded the import (the reader at 10^6 rows: 23 CPU-s against the
-writer's 13; the writer: 22 against 11)."""
+decoding and checking a row take the reader ~10 µs, encoding it ~6 µs, and SQLite's insert ~5.5 µs. With every
+chunk encoded by one side, that side bounded a 10^6-row import (the reader: 23-26 CPU-s against the writer's
+13-14; the writer: 21-23 against 11); one in three: 18 against 19-20, 23.5 against 29-31 s (one in five: no gain)."""
 
 
 def _handed(run: RunKey, numbered: tuple[int, list[Record | RecordColumns]]) -> Encoded | list[Any]:
