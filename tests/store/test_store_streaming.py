@@ -25,6 +25,8 @@ from adaptune.records import DeviceInfo, Result, Status
 from adaptune.store import FormatError, Store, exporter, load_kt_cache
 from adaptune.store import bulk as bulk_module
 from adaptune.store import db as db_module
+from adaptune.store import importer as importer_module
+from adaptune.store import jsonstream as jsonstream_module
 from adaptune.store import rows as rows_module
 from adaptune.store import schema as S
 from adaptune.store.bulk import BulkLoad
@@ -286,6 +288,43 @@ def test_bulk_load_equals_the_chunked_upserts_with_repeated_keys_and_colliding_h
         assert len(got) == 3 and got[a].config["p0"] == 16 and got[b].config["p0"] == 32
     assert import_file(store, path, name="bulk").written == 400 and store.count() == 800  # idempotent (one chunk)
     assert store.integrity_check() == "ok"
+
+
+def test_sqlite_bulk_inserts_of_many_rows_a_statement_store_what_executemany_stores(tmp_path, monkeypatch):
+    header, lines = cache_lines(300)
+    path = tmp_path / "c.json"
+    path.write_text(closed(header, lines))
+    monkeypatch.setattr(bulk_module, "BULK_MIN_ROWS", 1)
+    tables = []
+    for per in (1, 7):  # 1: every row by executemany; 7: statements of 7 rows, the rest of a chunk by executemany
+        monkeypatch.setattr(bulk_module, "INSERT_ROWS", per)
+        with Store(tmp_path / f"{per}.db") as store:
+            assert import_file(store, path, chunk_size=64).written == 300
+            with store.db.read() as conn:
+                tables.append(conn.exec_driver_sql("SELECT * FROM measurements ORDER BY id").all())
+    assert len(tables[0]) == 300 and tables[0] == tables[1]
+
+
+def test_chunks_encoded_by_the_reader_or_by_the_writer_store_the_same_rows_and_skip_the_same_entries(tmp_path,
+                                                                                                     monkeypatch):
+    header, lines = cache_lines(300)
+    lines[10] = lines[10].replace('"p0": 160', '"p0": 161')  # not among 'tune_params': skipped
+    lines[20] = lines[20].replace('"2024-01-02 03:04:05.000000+00:00"', '"not a date"')  # skipped
+    lines[30] = lines[30].replace('"compile_time"', '"note": "x", "compile_time"')  # another layout: a record
+    path = tmp_path / "c.json"
+    path.write_text(closed(header, lines))
+    monkeypatch.setattr(jsonstream_module, "BLOCK", 4096)  # ~20 entries a decoded block: most of them clean
+    got = []
+    for share in (1, 2, 10 ** 6):  # every chunk encoded by the reader process; every other one; none
+        monkeypatch.setattr(importer_module, "READER_ENCODES", share)
+        with Store(tmp_path / f"{share}.db") as store:
+            report = import_file(store, path, chunk_size=64)
+            with store.db.read() as conn:
+                tables = [conn.exec_driver_sql(f"SELECT * FROM {t}").all() for t in
+                          ("measurements", "run_counts", "run_time_bins", "run_param_counts")]
+        got.append((report.written, report.skipped, report.reasons, tables))
+    assert got[0][:2] == (298, 2) and "161" in got[0][2][0] and "not a date" in got[0][2][1]
+    assert got[0] == got[1] == got[2]
 
 
 def test_csv_built_by_the_database_reads_back_as_python_writes_it(store, tmp_path):

@@ -18,6 +18,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from itertools import chain, islice, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -53,7 +54,7 @@ from adaptune.store.base import (
 from adaptune.store.bulk import BulkLoad, worth_bulk
 from adaptune.store.codec import BINS_PER_OCTAVE, config_hash, jsonable, time_bin
 from adaptune.store.errors import StoreError
-from adaptune.store.pipeline import chunked_collection
+from adaptune.store.pipeline import chunked_collection, taken
 from adaptune.store.rows import (
     BIN,
     COLUMNS,
@@ -122,11 +123,10 @@ def encode_rows(run: RunKey, records: Iterable[Record] | RecordColumns) -> Encod
     return Encoded(rows, _param_counts(run, [(r[0], str(r[1])) for r in records]))
 
 
-def encode_stream(run: RunKey, items: Iterable[Record | RecordColumns], size: int) -> Iterator[Encoded]:
-    """:func:`encode_rows` of a stream of records and blocks of them, ``size`` rows a chunk (the last one
-    shorter), as ``chunks`` would cut the records: a block is cut where a chunk ends."""
-    parts: list[Encoded] = []
-    records: list[Record] = []
+def chunk_items(items: Iterable[Record | RecordColumns], size: int) -> Iterator[list[Record | RecordColumns]]:
+    """A stream of records and blocks of them in chunks of ``size`` rows (the last one shorter), as ``chunks``
+    would cut the records: a block is cut where a chunk ends."""
+    chunk: list[Record | RecordColumns] = []
     count = 0
     for item in items:
         pieces: list[Any] = [item]
@@ -134,25 +134,35 @@ def encode_stream(run: RunKey, items: Iterable[Record | RecordColumns], size: in
             starts = [0, *range(size - count, len(item.values), size)]
             pieces = [item.cut(a, b) for a, b in zip(starts, [*starts[1:], len(item.values)], strict=True)]
         for piece in pieces:
-            if isinstance(piece, RecordColumns):
-                if records:
-                    parts.append(encode_rows(run, records))
-                    records = []
-                parts.append(encode_rows(run, piece))
-                count += len(piece.values)
-            else:
-                records.append(piece)
-                count += 1
+            chunk.append(piece)
+            count += len(piece.values) if isinstance(piece, RecordColumns) else 1
             if count >= size:
-                if records:
-                    parts.append(encode_rows(run, records))
-                    records = []
-                yield _joined(parts)
-                parts, count = [], 0
-    if records:
+                yield taken(chunk)
+                count = 0
+    if chunk:
+        yield chunk
+
+
+def encode_chunk(run: RunKey, chunk: Iterable[Record | RecordColumns]) -> Encoded:
+    """:func:`encode_rows` of one chunk of :func:`chunk_items`: each block at once, each run of records at once."""
+    parts: list[Encoded] = []
+    records: list[Record] = []
+    for piece in chunk:
+        if isinstance(piece, RecordColumns):
+            if records:
+                parts.append(encode_rows(run, records))
+                records = []
+            parts.append(encode_rows(run, piece))
+        else:
+            records.append(piece)
+    if records or not parts:
         parts.append(encode_rows(run, records))
-    if parts:
-        yield _joined(parts)
+    return _joined(parts)
+
+
+def encode_stream(run: RunKey, items: Iterable[Record | RecordColumns], size: int) -> Iterator[Encoded]:
+    """:func:`encode_rows` of a stream of records and blocks of them, ``size`` rows a chunk (``chunk_items``)."""
+    return map(partial(encode_chunk, run), chunk_items(items, size))
 
 
 def _joined(parts: list[Encoded]) -> Encoded:
@@ -191,7 +201,10 @@ def _column_counts(names: Sequence[str], columns: Iterable[Sequence[Any]], statu
     every row had the first row's status, then the rows of other statuses (a few) are moved."""
     counted: Counter = Counter()
     first = statuses[0] if statuses else ""
-    others = [i for i, s in enumerate(statuses) if s != first]
+    others: dict[str, list[int]] = {}
+    for i, s in enumerate(statuses):
+        if s != first:
+            others.setdefault(s, []).append(i)
     for name, column in zip(names, columns, strict=True):
         kinds = set(map(type, column))
         if len(kinds) != 1:
@@ -199,9 +212,11 @@ def _column_counts(names: Sequence[str], columns: Iterable[Sequence[Any]], statu
             continue
         kind = kinds.pop()
         values = Counter(column)
-        for i in others:
-            values[column[i]] -= 1
-            counted[(name, kind, column[i], statuses[i])] += 1
+        for status, rows in others.items():  # each other status's values counted in C too, then moved
+            moved = Counter(map(column.__getitem__, rows))
+            values.subtract(moved)
+            for v, n in moved.items():
+                counted[(name, kind, v, status)] += n
         for v, n in values.items():
             if n:
                 counted[(name, kind, v, first)] += n

@@ -108,6 +108,15 @@ def _unshared_pickle(item: Any) -> memoryview:
     return buffer.getbuffer()
 
 
+def taken(items: list[T]) -> list[T]:
+    """The items, moved out of ``items`` (left empty): a generator yields a chunk so that its consumer alone
+    holds it, freed when that drops it; a name still holding it would keep its objects alive into the next
+    collection (``chunked_collection``), which would then scan them all."""
+    moved = items[:]
+    items.clear()
+    return moved
+
+
 @contextmanager
 def chunked_collection() -> Iterator[Callable[[], int]]:
     """The cyclic collector paused for work that makes and drops many small objects a chunk at a time; the
