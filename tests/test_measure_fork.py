@@ -81,7 +81,10 @@ def test_a_tune_runs_in_forked_workers_through_a_crash_without_a_warning(finding
     found, stderr = findings
     tune = found["tune"]
     assert tune["crash"][0].startswith("launch_error") and "SIGSEGV" in tune["crash"][0]
-    assert "File \"" in tune["crash"][0] and "Extension modules" not in tune["crash"][0]  # the traceback, not the list
+    # the worker's crash report, not the list of modules: its traceback where the dump completes, and at least its
+    # header where several of PoCL's threads fault at once (the second fault kills the process mid-dump, as seen)
+    crash = tune["crash"][0]
+    assert ("File \"" in crash or "Fatal Python error: Segmentation fault" in crash) and "Extension modules" not in crash
     assert tune["ok"] == 2 and tune["worker_start"] == "fork"  # the worker started after the crash, forked too
     assert found["next_call"] == "fork"
     assert "multi-threaded" not in stderr and "DeprecationWarning" not in stderr
