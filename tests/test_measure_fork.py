@@ -25,7 +25,7 @@ from adaptune.measure.process import WorkerProcess, WorkerStartError
 SOURCE = """__kernel void vadd(__global float *c, __global const float *a, __global const float *b, int n) {
 #if mode == 4
     __global float *far = c + ((long)1 << 40);
-    far[get_global_id(0)] = 1.0f;   /* crashes the worker */
+    if (get_global_id(0) == 0) far[0] = 1.0f;   /* crashes the worker: one work-item, so one of PoCL's threads */
 #endif
     int i = get_global_id(0);
     if (i < n) c[i] = a[i] + b[i];
@@ -81,10 +81,10 @@ def test_a_tune_runs_in_forked_workers_through_a_crash_without_a_warning(finding
     found, stderr = findings
     tune = found["tune"]
     assert tune["crash"][0].startswith("launch_error") and "SIGSEGV" in tune["crash"][0]
-    # the worker's crash report, not the list of modules: its traceback where the dump completes, and at least its
-    # header where several of PoCL's threads fault at once (the second fault kills the process mid-dump, as seen)
+    # the worker's traceback, not the list of modules. One work-item faults: when several of PoCL's threads fault
+    # at once, the second fault kills the worker before or during faulthandler's dump (seen in CI, with every item)
     crash = tune["crash"][0]
-    assert ("File \"" in crash or "Fatal Python error: Segmentation fault" in crash) and "Extension modules" not in crash
+    assert "File \"" in crash and "Extension modules" not in crash
     assert tune["ok"] == 2 and tune["worker_start"] == "fork"  # the worker started after the crash, forked too
     assert found["next_call"] == "fork"
     assert "multi-threaded" not in stderr and "DeprecationWarning" not in stderr
