@@ -37,7 +37,7 @@ os.environ.setdefault("CUPY_ACCELERATORS", "cub")
 
 import numpy as np  # noqa: E402
 
-from adaptune.backends.cuda import HOLD_NS, CUDABackend  # noqa: E402
+from adaptune.backends.cuda import HOLD_NS, HOLD_SOURCE  # noqa: E402
 from adaptune.kernels import inputs  # noqa: E402
 from adaptune.lang import ndp  # noqa: E402
 from benchmarks.harness import (  # noqa: E402
@@ -103,7 +103,7 @@ class Bench:
                 self.torch = None
         self.cuda = kind == "cuda"
         if label_hold and self.cuda:
-            self.hold_kernel = self.cp.RawKernel(CUDABackend.warm_up_source, "adaptune_warm_up")
+            self.hold_kernel = self.cp.RawKernel(HOLD_SOURCE, "adaptune_warm_up")
 
     def time(self, fn: Callable[[], Any], warmup: int = 2, repeats: int = 10, budget_ms: float = 150.0) -> float:
         """Median ms of fn: CUDA events on CUDA, wall time with a queue finish on OpenCL."""

@@ -132,6 +132,7 @@ class Backend(ABC):
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._cache_lock = threading.Lock()
         self.compiles = 0  # real compiler invocations (cache misses)
+        self.warm_up_kernel: Any = None  # built by warm_up
 
     # --- compilation -------------------------------------------------------------------------
     def compile(self, source: str, name: str, defines: Mapping[str, Any] | None = None,
@@ -271,10 +272,11 @@ class Backend(ABC):
 
     def warm_up(self) -> None:
         """Build :attr:`warm_up_source` once, so loading the compiler is paid before the first real compile
-        (a worker does it while its parent still prepares the run); a failure is left to that compile."""
+        (a worker does it while its parent still prepares the run); a failure is left to that compile. The
+        kernel stays in :attr:`warm_up_kernel` (CUDA's is the hold before short timed launches)."""
         if self.warm_up_source:
             with contextlib.suppress(Exception):
-                self._build(self.warm_up_source, "adaptune_warm_up", ())
+                self.warm_up_kernel = self._build(self.warm_up_source, "adaptune_warm_up", ())
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends need nothing
         """Release the context (optional)."""

@@ -8,7 +8,6 @@ kernels and C++ templates (``name<128,float>``) both work.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,6 +32,14 @@ HOLD_NS = int(HELD_UP_S * 1e9)
 #: Kernels whose last timed run took this long or more start their timed window on an idle stream: the host's
 #: enqueue is under 1.5 % of them, and the hold's 0.2 ms per run would cost more than it corrects.
 HOLD_BELOW_MS = 2.0
+#: The hold kernel: one thread spinning on the device's global timer for ``ns`` nanoseconds.
+HOLD_SOURCE = r'''
+extern "C" __global__ void adaptune_warm_up(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+}
+'''
 
 
 def _cupy() -> Any:
@@ -47,14 +54,8 @@ def _cupy() -> Any:
 class CUDABackend(Backend):
     name = "cuda"
     lang = "cuda"
-    #: the warm-up build is the hold kernel (:data:`HOLD_NS`), so loading the compiler also makes it
-    warm_up_source = r'''
-extern "C" __global__ void adaptune_warm_up(unsigned long long ns) {
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
-}
-'''
+    #: the warm-up build is the hold kernel (:data:`HOLD_NS`): loading the compiler also makes it
+    warm_up_source = HOLD_SOURCE
     # An illegal address or a trap poisons the whole CUDA context: restart the worker after any
     # launch failure rather than trust the next measurement.
     restart_after_launch_error = True
@@ -71,7 +72,6 @@ extern "C" __global__ void adaptune_warm_up(unsigned long long ns) {
         self._modules: dict[int, tuple[Any, Any]] = {}  # id(kernel) -> (kernel, its module): constant memory
         self._start = cp.cuda.Event()
         self._end = cp.cuda.Event()
-        self._hold: Any = None  # the hold kernel, built by warm_up or at the first short timed launch
         self._last_ms: dict[int, float] = {}  # id(kernel) -> its last timed run
         if cache_dir:
             import os
@@ -207,20 +207,16 @@ extern "C" __global__ void adaptune_warm_up(unsigned long long ns) {
         with self.device, self.stream:
             kernel(grid, block, self._args(args), shared_mem=shared_mem)
 
-    def warm_up(self) -> None:
-        with contextlib.suppress(Exception):  # a failure is left to the first real compile (and no hold)
-            self._hold = self._build(self.warm_up_source, "adaptune_warm_up", ())
-
     def time_launch(self, kernel: Any, grid: Grid, block: Grid, args: Sequence[Any], shared_mem: int = 0) -> float:
         cp = self._cp
         self._allow_shared(kernel, shared_mem)
         hold = self.hold_before_short_launches and self._last_ms.get(id(kernel), 0.0) < HOLD_BELOW_MS
-        if hold and self._hold is None:
+        if hold and self.warm_up_kernel is None:  # built by the worker's warm-up, else here (a failure: no hold)
             self.warm_up()
         with self.device, self.stream:
             call_args = self._args(args)
-            if hold and self._hold is not None:
-                self._hold((1,), (1,), (np.uint64(HOLD_NS),))
+            if hold and self.warm_up_kernel is not None:
+                self.warm_up_kernel((1,), (1,), (np.uint64(HOLD_NS),))
             began = time.perf_counter()
             self._start.record(self.stream)
             kernel(grid, block, call_args, shared_mem=shared_mem)

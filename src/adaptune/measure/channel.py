@@ -54,12 +54,13 @@ def receive_buffers(conn: Connection, message: tuple[Any, ...]) -> list[Any]:
             for fd in fds:
                 os.close(fd)
             raise EOFError("the connection closed before the shared arrays' descriptor arrived")
+        offsets = _offsets(sizes)
         try:
-            mapping = mmap.mmap(fds[0], _offsets(sizes)[-1])  # shared, read and write: the arrays stay writable
+            mapping = mmap.mmap(fds[0], offsets[-1])  # shared, read and write: the arrays stay writable
         finally:
             os.close(fds[0])
         view = memoryview(mapping)
-        return [view[start:start + size] for start, size in zip(_offsets(sizes), sizes, strict=False)]
+        return [view[start:start + size] for start, size in zip(offsets, sizes, strict=False)]
     buffers = [bytearray(n) for n in sizes]
     for buffer in buffers:
         receive_raw(conn, buffer)
