@@ -112,7 +112,8 @@ def test_a_run_started_after_the_page_opened_appears_live(tmp_path, tuned_store,
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and f"{total}" not in _row_of(page, "started_later"):
         time.sleep(0.5)
-    assert f"\t{total}\t" in _row_of(page, "started_later")
+    row = _row_of(page, "started_later")
+    assert f"\t{total}\t" in row, f"{row!r}; indicator: {page.locator('#live').inner_text()!r}"
     assert page.url.endswith("/") and not page.errors
     # the run's page shows every row, its table included, while the timer keeps polling
     page.get_by_text("started_later").first.click()
