@@ -348,6 +348,10 @@ def test_csv_built_by_the_database_reads_back_as_python_writes_it(store, tmp_pat
             return [[_value(c) for c in row] for row in csv.reader(f)]
 
     assert cells(by_db) == cells(by_python)
+    paged = tmp_path / "paged.csv"  # pages of 3 rows: SQLite builds every second one in a forked process
+    with paged.open("w", newline="") as out:
+        assert store.write_csv(run, names, out, page_rows=3) == 40
+    assert paged.read_bytes() == by_db.read_bytes()
     numbers = ["bs", "f"]  # numbers only: SQLite reads the cells by one json_extract (an array)
     with by_db.open("w", newline="") as out:
         assert store.write_csv(run, numbers, out) == 40

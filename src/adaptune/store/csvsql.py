@@ -81,21 +81,26 @@ def sqlite_array(names: list[str], kinds: list[Kind]) -> bool:
 
 
 SQLITE_LINE = "%s,%s,%s,%s,%s,%s,%s,%s,%s\r\n"
-"""A CSV line of a row of ``sqlite_select`` less its id: every cell text but the floats (Python's ``repr``)."""
+"""A CSV line of a row of ``sqlite_select``: every cell text but the floats (Python's ``repr``)."""
 
 
-def sqlite_select(names: list[str], kinds: list[Kind], limit: int) -> str:
-    """A page of a run's CSV rows after an id (bound: problem, device, input, id): (id, the parameter cells
-    (NULL, or ``null`` in them with ``sqlite_array``, where one is missing), status, time_ms or '', compile_ms,
-    verify_ms, benchmark_ms, samples cell, timestamp, error cell); each but the id a cell of ``SQLITE_LINE``."""
+def sqlite_select(names: list[str], kinds: list[Kind]) -> str:
+    """A page of a run's CSV rows, ids in (low, high] (bound: problem, device, input, low, high): (the parameter
+    cells (NULL, or ``null`` in them with ``sqlite_array``, where one is missing), status, time_ms or '',
+    compile_ms, verify_ms, benchmark_ms, samples cell, timestamp, error cell), each a cell of ``SQLITE_LINE``."""
     samples = "replace(replace(substr(samples, 2, length(samples) - 2), ',', ' '), 'null', 'nan')"
     cells = (f"trim(json_extract(config, {', '.join(_path(n) for n in names)}), '[]')" if sqlite_array(names, kinds)
              else _sqlite_cells(names, kinds))
     quoted = " OR ".join(f"instr(error, {c}) > 0" for c in ("','", "'\"'", "char(13)", "char(10)"))
     error = f"CASE WHEN {quoted} THEN '\"' || replace(error, '\"', '\"\"') || '\"' ELSE error END"  # as csv_cell
-    return (f"SELECT id, {cells}, status, coalesce(time_ms, ''), compile_ms, verify_ms, benchmark_ms, {samples}, "
+    return (f"SELECT {cells}, status, coalesce(time_ms, ''), compile_ms, verify_ms, benchmark_ms, {samples}, "
             f"timestamp, {error} FROM measurements WHERE problem_id = ? AND device_id = ? AND input_id = ? "
-            f"AND id > ? ORDER BY id LIMIT {int(limit)}")
+            f"AND id > ? AND id <= ? ORDER BY id")
+
+
+SQLITE_PAGE_END = ("SELECT id FROM measurements WHERE problem_id = ? AND device_id = ? AND input_id = ? AND id > ? "
+                   "ORDER BY id LIMIT 1 OFFSET ?")
+"""The id of the n-th row of a run after an id (bound: problem, device, input, id, n - 1): where a page ends."""
 
 
 def postgres_copy(names: list[str], kinds: list[Kind], run: tuple[int, int, int]) -> str:
