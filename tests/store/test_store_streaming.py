@@ -7,6 +7,7 @@ import csv
 import gc
 import gzip
 import io
+import itertools
 import json
 import math
 import os
@@ -29,8 +30,10 @@ from adaptune.store import importer as importer_module
 from adaptune.store import jsonstream as jsonstream_module
 from adaptune.store import rows as rows_module
 from adaptune.store import schema as S
+from adaptune.store.base import RunKey, record_of
 from adaptune.store.bulk import BulkLoad
 from adaptune.store.codec import config_hash
+from adaptune.store.db import Encoded, encode_chunk
 from adaptune.store.exporter import export_run
 from adaptune.store.importer import import_file
 
@@ -316,7 +319,12 @@ def test_chunks_encoded_by_the_reader_or_by_the_writer_store_the_same_rows_and_s
     monkeypatch.setattr(jsonstream_module, "BLOCK", 4096)  # ~20 entries a decoded block: most of them clean
     got = []
     for share in (1, 2, 10 ** 6):  # every chunk encoded by the reader process; every other one; none
-        monkeypatch.setattr(importer_module, "READER_ENCODES", share)
+
+        class Every(importer_module.ReaderShare):
+            def __call__(self, chunk, n=itertools.count(1), share=share):
+                return encode_chunk(self.run, chunk) if next(n) % share == 0 else importer_module._as_handed(chunk)
+
+        monkeypatch.setattr(importer_module, "ReaderShare", Every)
         with Store(tmp_path / f"{share}.db") as store:
             report = import_file(store, path, chunk_size=64)
             with store.db.read() as conn:
@@ -448,3 +456,18 @@ with store.db.bulk_write() as conn:
         with memory.db.bulk_write() as conn:
             conn.exec_driver_sql("SELECT count(*) FROM measurements").all()
         assert memory.run(DeviceInfo(name="d", platform="p"), "k", "h", "i") == run and memory.count() == 0
+
+
+def test_the_reader_encodes_a_chunk_when_it_waited_for_the_writer_as_long_as_encoding_one_takes():
+    waited = [0.0]
+    share = importer_module.ReaderShare(RunKey(1, 1, 1), lambda: waited[0])
+    chunk = [record_of(Result(config={"x": i}, time_ms=1.0 + i)) for i in range(2000)]
+    assert isinstance(share(chunk), Encoded)  # the first: it measures what encoding costs
+    assert share.cost > 0
+    assert not isinstance(share(chunk), Encoded)  # the writer keeps up: it encodes
+    waited[0] += share.cost / 2
+    assert not isinstance(share(chunk), Encoded)  # waited less than an encoding costs
+    waited[0] += share.cost
+    credit = share.credit + share.cost
+    assert isinstance(share(chunk), Encoded)  # now the reader has the time
+    assert share.credit == pytest.approx(max(0.0, credit - share.cost))  # and spent it

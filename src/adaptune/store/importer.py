@@ -13,10 +13,10 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import time
 from collections.abc import Callable, Generator, Iterator
 from contextlib import AbstractContextManager, closing, nullcontext
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +169,7 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
     sql = isinstance(store, Store)
 
     def read() -> Generator[tuple[Any, int], None, tuple[int, list[str], dict[str, dict[Any, None]]]]:
-        """Decode and validate the entries (for a SQL store encode a share of the chunks, ``_handed``): (chunk,
+        """Decode and validate the entries (for a SQL store encode a share of the chunks, ``ReaderShare``): (chunk,
         characters read) at a time."""
         with open_text(path) as text:
             js = JsonStream(text, source)
@@ -178,8 +178,8 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
                                     if big == "cache" else _t4_items(js, names, scale, report))
             if not space.params:
                 items = _noting_values(items, seen)
-            pieces: Iterator[Any] = (map(partial(_handed, run), enumerate(chunk_items(items, chunk_size))) if sql
-                                     else chunks(items, chunk_size))
+            pieces: Iterator[Any] = (map(ReaderShare(run, lambda: reader.blocked), chunk_items(items, chunk_size))
+                                     if sql else chunks(items, chunk_size))
             yield from map(lambda chunk: (chunk, js.offset), pieces)  # no name here holds a chunk handed on
             cut = compression_cut(text)
             if cut and not report.skipped:  # cut between two entries: what followed is lost, unseen
@@ -203,20 +203,37 @@ def _import_json(store: BaseStore, path: Path, name: str | None, chunk_size: int
     return report
 
 
-READER_ENCODES = 3
-"""One chunk in this many is encoded by the reader process, the others by the writing one, which has the time:
-decoding and checking a row take the reader ~10 µs, encoding it ~6 µs, and SQLite's insert ~5.5 µs. With every
-chunk encoded by one side, that side bounded a 10^6-row import (the reader: 23-26 CPU-s against the writer's
-13-14; the writer: 21-23 against 11); one in three: 18 against 19-20, 23.5 against 29-31 s (one in five: no gain)."""
+class ReaderShare:
+    """Which chunks the reader process encodes (``encode_chunk``) before handing them on; the writer encodes
+    the others. Decoding and checking a row take the reader ~10 µs, encoding it ~5 µs and SQLite's insert ~5.5,
+    PostgreSQL's COPY less on the client, and each side's share of the CPU moves with the store's size and the
+    host: a fixed share left one side waiting (one chunk in three, SQLite at 10^6: the writer waited 5.3-5.8 s
+    for the reader, which waited 1.8-1.9 s). So the reader encodes a chunk when it has waited for the writer,
+    since it last did, at least as long as encoding one took it (its credit, ``Forked.blocked``): the first chunk
+    (which measures the cost), then only while the writer is the slower side."""
+
+    def __init__(self, run: RunKey, waited: Callable[[], float]) -> None:
+        self.run, self.waited = run, waited
+        self.cost: float | None = None
+        self.credit = 0.0
+        self._seen = 0.0
+
+    def __call__(self, chunk: list[Record | RecordColumns]) -> Encoded | list[Any]:
+        waited = self.waited()
+        self.credit += waited - self._seen
+        self._seen = waited
+        if self.cost is None or self.credit >= self.cost:
+            start = time.process_time()
+            encoded = encode_chunk(self.run, chunk)
+            self.cost = time.process_time() - start
+            self.credit = max(0.0, self.credit - self.cost)
+            return encoded
+        return _as_handed(chunk)
 
 
-def _handed(run: RunKey, numbered: tuple[int, list[Record | RecordColumns]]) -> Encoded | list[Any]:
-    """The ``i``-th chunk of ``chunk_items`` as the reader hands it to the writer: encoded here (one in
-    ``READER_ENCODES``) or as it is, blocks with their statuses as text (what encoding reads; an enum member
+def _as_handed(chunk: list[Record | RecordColumns]) -> list[Any]:
+    """A chunk handed on as it is: blocks with their statuses as text (what encoding reads; an enum member
     pickles at a few µs a row)."""
-    i, chunk = numbered
-    if i % READER_ENCODES == READER_ENCODES - 1:
-        return encode_chunk(run, chunk)
     return [piece._replace(statuses=list(map(str, piece.statuses))) if isinstance(piece, RecordColumns) else piece
             for piece in chunk]
 
