@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from adaptune.records import DeviceInfo, Result, Status
-from adaptune.store import FormatError, Store, exporter, load_kt_cache
+from adaptune.store import FormatError, Store, StoreError, exporter, load_kt_cache
 from adaptune.store import bulk as bulk_module
 from adaptune.store import db as db_module
 from adaptune.store import importer as importer_module
@@ -409,6 +409,20 @@ def test_a_bulk_load_that_fails_half_way_leaves_the_store_as_it_was(store, tmp_p
     store.put(*run, Result(config={"p0": 16, "p1": 16, "p2": 16, "p3": 16}, time_ms=2.0))  # the counting resumed
     assert store.count() == 301 and store.status_counts()["ok"] == 301 - len(range(3, 300, 7))
     assert store.integrity_check() == "ok"
+    if store.dialect == "sqlite":  # checked again on the pooled connection the loads used
+        with store.db.read() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
+
+
+def test_a_sqlite_bulk_load_into_a_run_the_store_does_not_hold_is_refused(tmp_path):
+    with Store(tmp_path / "s.db") as store:  # (foreign keys are off during the load: the run is checked instead)
+        device, problem, _ = store.run(DeviceInfo(name="d", platform="p"), "k", "src", "in")
+        with pytest.raises(StoreError, match="does not hold all three"), store.loading(RunKey(device, problem, 99),
+                                                                                        10 ** 6):
+            pass
+        with store.db.read() as conn:
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
 
 
 def _journal(path: Path) -> str:

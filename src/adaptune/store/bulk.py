@@ -9,7 +9,8 @@ ordered by arrival within the run), and build the two indexes by one sort each. 
 table, so it is only worth it where the store is small next to the load (``worth_bulk``).
 
 On PostgreSQL the foreign keys go too (each row's three checks took most of the server's COPY time) and are
-added back at the end, checked by one join over the table. The price is the lock: the load holds the store's
+added back at the end, checked by one join over the table; SQLite's are not checked during the load
+(``Database.bulk_write``), the run's three parent rows once at its start. The price is the lock: the load holds the store's
 write lock to its end (SQLite: other writers wait, up to their busy timeout; readers go on where another
 connection was open when the load began, which keeps it on the WAL, else the load runs on the rollback journal,
 ``Database.bulk_write``, writing its pages once instead of twice, and readers that come during it wait too once
@@ -38,6 +39,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from adaptune.store import schema as S
+from adaptune.store.errors import StoreError
 from adaptune.store.rows import BIN, COLUMNS, STATUS
 
 BULK_MIN_ROWS = 200_000
@@ -85,6 +87,14 @@ class BulkLoad:
             if self.foreign_keys:  # checked row by row, COPY took 2.7x as long: added back (one join) at the end
                 conn.exec_driver_sql("ALTER TABLE measurements " + ", ".join(
                     f"DROP CONSTRAINT {_quoted(name)}" for name, _ in self.foreign_keys))
+        else:  # foreign keys unchecked during the load (``Database.bulk_write``): every row is of this run, and
+            # the write lock, held to the commit, keeps its three parent rows as they are checked here
+            parents = conn.exec_driver_sql("SELECT (SELECT count(*) FROM devices WHERE id = ?) + (SELECT count(*) "
+                                           "FROM problems WHERE id = ?) + (SELECT count(*) FROM inputs WHERE id = ?)",
+                                           tuple(run)).scalar()
+            if parents != 3:
+                raise StoreError(f"cannot load into run {tuple(run)} (device, problem, input): the store does not "
+                                 "hold all three")
         for index in S.measurements.indexes:
             if index.name in REBUILT:
                 index.drop(conn)
