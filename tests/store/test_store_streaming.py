@@ -485,3 +485,19 @@ def test_the_reader_encodes_a_chunk_when_it_waited_for_the_writer_as_long_as_enc
     credit = share.credit + share.cost
     assert isinstance(share(chunk), Encoded)  # now the reader has the time
     assert share.credit == pytest.approx(max(0.0, credit - share.cost))  # and spent it
+
+
+def test_a_postgresql_table_grown_by_chunked_writes_gets_statistics_without_waiting_for_autovacuum(pg_url):
+    with Store(pg_url) as store:
+        run = store.run(DeviceInfo(name="d", platform="p"), "k", "src", "in")
+        with store.db.write() as conn:  # autovacuum's own ANALYZE would come at its own time: off for this test
+            conn.exec_driver_sql("ALTER TABLE measurements SET (autovacuum_enabled = false)")
+
+        def estimated_rows() -> float:  # -1 until the table is first analyzed (PostgreSQL 14+)
+            with store.db.read() as conn:
+                return conn.exec_driver_sql("SELECT reltuples FROM pg_class WHERE relname = 'measurements'").scalar()
+
+        store.put_stream(run, (Result(config={"x": i}, time_ms=1.0 + i) for i in range(db_module.ANALYZE_MIN_ROWS // 2)))
+        assert estimated_rows() <= 0  # fewer than ANALYZE_MIN_ROWS written: not yet
+        store.put_stream(run, (Result(config={"x": -i}, time_ms=1.0 + i) for i in range(1, db_module.ANALYZE_MIN_ROWS)))
+        assert estimated_rows() == pytest.approx(store.count(), rel=0.05)
