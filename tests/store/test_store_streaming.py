@@ -497,7 +497,8 @@ def test_a_postgresql_table_grown_by_chunked_writes_gets_statistics_without_wait
             with store.db.read() as conn:
                 return conn.exec_driver_sql("SELECT reltuples FROM pg_class WHERE relname = 'measurements'").scalar()
 
-        store.put_stream(run, (Result(config={"x": i}, time_ms=1.0 + i) for i in range(db_module.ANALYZE_MIN_ROWS // 2)))
+        half = db_module.ANALYZE_MIN_ROWS // 2
+        store.put_stream(run, (Result(config={"x": i}, time_ms=1.0 + i) for i in range(half)))
         assert estimated_rows() <= 0  # fewer than ANALYZE_MIN_ROWS written: not yet
-        store.put_stream(run, (Result(config={"x": -i}, time_ms=1.0 + i) for i in range(1, db_module.ANALYZE_MIN_ROWS)))
+        store.put_stream(run, (Result(config={"x": -i}, time_ms=1.0 + i) for i in range(1, 2 * half)))
         assert estimated_rows() == pytest.approx(store.count(), rel=0.05)

@@ -10,8 +10,8 @@ table, so it is only worth it where the store is small next to the load (``worth
 
 On PostgreSQL the foreign keys go too (each row's three checks took most of the server's COPY time) and are
 added back at the end, checked by one join over the table; SQLite's are not checked during the load
-(``Database.bulk_write``), the run's three parent rows once at its start. The price is the lock: the load holds the store's
-write lock to its end (SQLite: other writers wait, up to their busy timeout; readers go on where another
+(``Database.bulk_write``), the run's three parent rows once at its start. The price is the lock: the load holds
+the store's write lock to its end (SQLite: other writers wait, up to their busy timeout; readers go on where another
 connection was open when the load began, which keeps it on the WAL, else the load runs on the rollback journal,
 ``Database.bulk_write``, writing its pages once instead of twice, and readers that come during it wait too once
 its pages spill into the file; PostgreSQL: dropping an index locks the table, so readers wait too), which is

@@ -77,6 +77,19 @@ M = S.measurements
 C = S.run_counts
 LOOKUP_BATCH = 500
 """Config keys per ``IN (...)`` lookup: well under every driver's limit on bound parameters."""
+ANALYZE_MIN_ROWS = 10_000
+ANALYZE_GROWTH = 0.1
+"""``Store._grown``: PostgreSQL's statistics renewed after a tenth of the table's rows (autovacuum's own default
+share), and not before ``ANALYZE_MIN_ROWS`` rows (an ANALYZE samples 30,000 rows: tens of milliseconds)."""
+CSV_FORK_PAGES = 4
+"""Pages from which a SQLite CSV export has every second page built by a forked process: SQLite's JSON reads
+and Python's formatting of a page take one core (about 9 of the 12 µs a row at 10^6 rows of 10 parameters,
+threads cannot share them: the driver gives up the GIL once a row), and the pages come back in order through
+a pipe. Below it, the fork costs more than it saves."""
+STREAMING_CACHE_KIB = 2048
+"""SQLite's page cache while an export reads a run once, in order (``_streaming``): a page is read once, so the
+64 MiB of ``Database``'s cache would only hold what is not read again, and at 10^7 rows both exporting processes
+filled theirs (peak 199 MB, against 90 MB at 10^5)."""
 T = TypeVar("T")
 _OK = str(Status.OK)
 _INSERT = f"INSERT INTO measurements ({', '.join(COLUMNS)}) "
@@ -400,8 +413,8 @@ class Store(BaseStore):
         """PostgreSQL: ``ANALYZE measurements`` once this store has written ``ANALYZE_GROWTH`` of the table's rows
         since it last did (at least ``ANALYZE_MIN_ROWS``). A table that grew from nothing keeps the planner's
         empty-table estimates until autovacuum comes (a minute or more): meanwhile each chunk's probe of stored
-        hashes scanned the run (3.5 ms at the first chunk of a 10^5-row import, 29-34 ms at the eighth) and its
-        upsert took twice as long (0.6-0.8 s against 0.36 s a chunk of 10^4 once analyzed)."""
+        hashes scanned the run (3.5 ms at the first chunk of a 10^5-row import, 29-34 ms at the eighth; 4-6 ms
+        with the statistics renewed)."""
         if self.dialect != "postgresql":
             return
         self._unanalyzed += rows
@@ -1123,32 +1136,6 @@ def _copy_rows(conn: Connection, rows: list[tuple[Any, ...]], conflict: str) -> 
     return True
 
 
-def open_store(target: str | Path | BaseStore) -> BaseStore:
-    """A Store from a path/URL, or the store itself (so APIs can take either)."""
-    return target if isinstance(target, BaseStore) else Store(target)
-
-
-__all__: Sequence[str] = ("MEMORY", "Store", "engine_url", "is_sqlite_file", "open_store")
-
-
-ANALYZE_MIN_ROWS = 10_000
-ANALYZE_GROWTH = 0.1
-"""``Store._grown``: PostgreSQL's statistics renewed after a tenth of the table's rows (autovacuum's own default
-share), and not before ``ANALYZE_MIN_ROWS`` rows (an ANALYZE samples 30,000 rows: tens of milliseconds)."""
-
-CSV_FORK_PAGES = 4
-"""Pages from which a SQLite CSV export has every second page built by a forked process: SQLite's JSON reads
-and Python's formatting of a page take one core (about 9 of the 12 µs a row at 10^6 rows of 10 parameters,
-threads cannot share them: the driver gives up the GIL once a row), and the pages come back in order through
-a pipe. Below it, the fork costs more than it saves."""
-
-
-STREAMING_CACHE_KIB = 2048
-"""SQLite's page cache while an export reads a run once, in order (``_streaming``): a page is read once, so the
-64 MiB of ``Database``'s cache would only hold what is not read again, and at 10^7 rows both exporting processes
-filled theirs (peak 199 MB, against 90 MB at 10^5)."""
-
-
 @contextmanager
 def _streaming(conn: Connection) -> Iterator[Any]:
     """A cursor of ``conn``'s SQLite connection with its page cache cut to ``STREAMING_CACHE_KIB``, restored after."""
@@ -1174,3 +1161,12 @@ def _alternating(first: Iterator[T], second: Iterator[T]) -> Iterator[T]:
         other = next(second, None)
         if other is not None:
             yield other
+
+
+def open_store(target: str | Path | BaseStore) -> BaseStore:
+    """A Store from a path/URL, or the store itself (so APIs can take either)."""
+    return target if isinstance(target, BaseStore) else Store(target)
+
+
+__all__: Sequence[str] = ("MEMORY", "Store", "engine_url", "is_sqlite_file", "open_store")
+

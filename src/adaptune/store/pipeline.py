@@ -4,7 +4,8 @@ A bulk import is Python work (decoding, validating and encoding entries) then da
 executemany or COPY). Threads cannot overlap the two: the writer releases the GIL once per row and waits to
 get it back from the parser. A forked child that does the Python work and hands over finished chunks does
 overlap them, on two cores; up to ``AHEAD`` finished chunks wait in the child besides the one in the pipe, so
-memory stays a few chunks in each process. Where ``fork`` is not available the generator runs here, one chunk after the other.
+memory stays a few chunks in each process. Where ``fork`` is not available the generator runs here, one chunk
+after the other.
 
 Both sides make and drop millions of small objects (decoded entries, row tuples) that hold no reference cycles:
 Python's cyclic collector, run every 700 allocations, took about a third of the reader's time scanning them.
