@@ -40,7 +40,7 @@ from sqlalchemy.engine import Connection
 
 from adaptune.store import schema as S
 from adaptune.store.errors import StoreError
-from adaptune.store.rows import BIN, COLUMNS, STATUS
+from adaptune.store.rows import BIN, COLUMNS, JSON_COLUMNS, STATUS
 
 BULK_MIN_ROWS = 200_000
 """Smallest load (estimated rows) that takes the bulk path: below it an import keeps its per-chunk commits
@@ -52,6 +52,8 @@ INSERT_ROWS = 500
 """Rows a SQLite insert statement of a bulk load carries (``INSERT ... VALUES (...), (...), ...``): the
 statement's per-execution work is paid once for them, not once a row as with ``executemany``: 4.6-6.5 against
 7.2-9.7 µs a row (2x10^5 rows, alternating, under load). Capped by the build's limit on bound parameters."""
+TEXT_OID = 25
+"""PostgreSQL's ``text`` type."""
 REBUILT = ("uq_m_hash", "ix_m_ok_run")
 """The indexes in random order of arrival, dropped during a bulk load and built once at its end."""
 
@@ -79,7 +81,9 @@ class BulkLoad:
         self.params: Counter = Counter()
         self.written = 0
         self.foreign_keys: list[tuple[str, str]] = []
-        if dialect == "postgresql":  # the statement triggers' counting is done here, once (the table lock is
+        self.types: list[int] = []  # PostgreSQL: each column's type, for a binary COPY
+        if dialect == "postgresql":
+            self.types = binary_copy_types(conn)  # the statement triggers' counting is done here, once (the table lock is
             conn.exec_driver_sql("ALTER TABLE measurements DISABLE TRIGGER USER")  # held to the commit)
             self.foreign_keys = [(name, definition) for name, definition in conn.exec_driver_sql(
                 "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE contype = 'f' AND "
@@ -106,10 +110,7 @@ class BulkLoad:
         if self.dialect == "sqlite":
             self._insert(rows)
         else:
-            cursor = self.conn.connection.dbapi_connection.cursor()
-            with cursor.copy(f"COPY measurements ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-                for row in rows:
-                    copy.write_row(row)
+            copy_binary(self.conn.connection.dbapi_connection.cursor(), "measurements", rows, self.types)
         self.counts.update(map(itemgetter(STATUS), rows))
         self.bins.update(map(itemgetter(BIN), rows))
         self.bins.pop(None, None)  # failures: no bin
@@ -211,6 +212,24 @@ class BulkLoad:
         self.params.subtract(self.param_counts(self.run, [(orjson.loads(row[5]) if isinstance(row[5], str)
                                                            else row[5], row[3]) for row in removed]))
         self.written -= len(removed)
+
+
+def binary_copy_types(conn: Connection) -> list[int]:
+    """The type of each of ``COLUMNS`` for a binary COPY of encoded rows into ``measurements`` (PostgreSQL): the
+    table's own, but ``text`` for the JSON columns, whose encoded text goes as it is (json's binary form is its
+    text; psycopg's ``json`` dumper would encode the string once more)."""
+    oids = dict(conn.exec_driver_sql("SELECT attname, atttypid FROM pg_attribute WHERE attrelid = "
+                                     "'measurements'::regclass AND attnum > 0 AND NOT attisdropped").all())
+    return [TEXT_OID if c in JSON_COLUMNS else int(oids[c]) for c in COLUMNS]
+
+
+def copy_binary(cursor: Any, table: str, rows: list[tuple[Any, ...]], types: list[int]) -> None:
+    """Encoded rows into ``table`` by one binary COPY (psycopg 3): for 3x10^5 rows the server's COPY took 1.3
+    against 1.9 CPU-s in text (numbers need no parsing) and the client's 0.2 against 1.3 (no text escaping)."""
+    with cursor.copy(f"COPY {table} ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(types)
+        for row in rows:
+            copy.write_row(row)
 
 
 def _quoted(name: str) -> str:

@@ -51,7 +51,7 @@ from adaptune.store.base import (
     TrajectoryPoint,
     finite_or_inf,
 )
-from adaptune.store.bulk import BulkLoad, worth_bulk
+from adaptune.store.bulk import BulkLoad, binary_copy_types, copy_binary, worth_bulk
 from adaptune.store.codec import BINS_PER_OCTAVE, config_hash, jsonable, time_bin
 from adaptune.store.errors import StoreError
 from adaptune.store.pipeline import Forked, chunked_collection, taken
@@ -271,6 +271,7 @@ class Store(BaseStore):
         self.label, self.path, self.dialect = self.db.label, self.db.path, self.db.dialect
         self._unanalyzed = 0  # rows this store has written since its last ANALYZE (PostgreSQL)
         self._analyzed_rows = 0
+        self._copy_types: list[int] | None = None  # PostgreSQL: the binary COPY's column types, found once
 
     @property
     def retries(self) -> int:
@@ -336,7 +337,7 @@ class Store(BaseStore):
         rows, spilled, before = self._resolve(conn, rows)
         if self.dialect == "postgresql":  # run_counts and run_time_bins follow by statement trigger
             for part, conflict in ((rows, _BY_HASH), (spilled, _BY_KEY)):
-                if part and not _copy_rows(conn, part, _upsert(conflict, replace)):
+                if part and not self._copy_rows(conn, part, _upsert(conflict, replace)):
                     conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['%s'] * len(COLUMNS))}) "
                                          f"{_upsert(conflict, replace)}", part)
             return
@@ -346,6 +347,23 @@ class Store(BaseStore):
                 conn.exec_driver_sql(f"{_INSERT}VALUES ({', '.join(['?'] * len(COLUMNS))}) "
                                      f"{_upsert(conflict, replace)}", part)
         _add_counts(conn, deltas)
+
+    def _copy_rows(self, conn: Connection, rows: list[tuple[Any, ...]], conflict: str) -> bool:
+        """PostgreSQL bulk write: COPY the chunk (binary) into a session-private staging table, then one upsert
+        from it. Returns False when the driver is not psycopg 3 (then the caller uses executemany)."""
+        raw = conn.connection.dbapi_connection
+        cursor = raw.cursor() if raw is not None else None
+        if cursor is None or not hasattr(cursor, "copy"):
+            return False
+        columns = ", ".join(COLUMNS)
+        cursor.execute("CREATE TEMP TABLE IF NOT EXISTS adaptune_stage AS SELECT " + columns
+                       + " FROM measurements WITH NO DATA")
+        cursor.execute("TRUNCATE adaptune_stage")
+        if self._copy_types is None:
+            self._copy_types = binary_copy_types(conn)
+        copy_binary(cursor, "adaptune_stage", rows, self._copy_types)
+        cursor.execute(f"{_INSERT}SELECT {columns} FROM adaptune_stage {conflict}")
+        return True
 
     def _resolve(self, conn: Connection, rows: list[tuple[Any, ...]]
                  ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], dict[tuple[Any, ...], tuple[str, Any]]]:
@@ -1115,25 +1133,6 @@ def _json_value(value: Any) -> Any:
 
 def _json_text(value: Any) -> str:
     return json.dumps(jsonable(value), separators=(",", ":"))
-
-
-def _copy_rows(conn: Connection, rows: list[tuple[Any, ...]], conflict: str) -> bool:
-    """PostgreSQL bulk write: COPY the chunk into a session-private staging table, then one upsert from it.
-
-    Returns False when the driver is not psycopg 3 (then the caller uses executemany)."""
-    raw = conn.connection.dbapi_connection
-    cursor = raw.cursor() if raw is not None else None
-    if cursor is None or not hasattr(cursor, "copy"):
-        return False
-    columns = ", ".join(COLUMNS)
-    cursor.execute("CREATE TEMP TABLE IF NOT EXISTS adaptune_stage AS SELECT " + columns
-                   + " FROM measurements WITH NO DATA")
-    cursor.execute("TRUNCATE adaptune_stage")
-    with cursor.copy(f"COPY adaptune_stage ({columns}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
-    cursor.execute(f"{_INSERT}SELECT {columns} FROM adaptune_stage {conflict}")
-    return True
 
 
 @contextmanager
