@@ -82,9 +82,9 @@ class BulkLoad:
         self.written = 0
         self.foreign_keys: list[tuple[str, str]] = []
         self.types: list[int] = []  # PostgreSQL: each column's type, for a binary COPY
-        if dialect == "postgresql":
-            self.types = binary_copy_types(conn)  # the statement triggers' counting is done here, once (the table lock is
+        if dialect == "postgresql":  # the statement triggers' counting is done here, once (the table lock is
             conn.exec_driver_sql("ALTER TABLE measurements DISABLE TRIGGER USER")  # held to the commit)
+            self.types = binary_copy_types(conn)
             self.foreign_keys = [(name, definition) for name, definition in conn.exec_driver_sql(
                 "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE contype = 'f' AND "
                 "conrelid = 'measurements'::regclass")]
