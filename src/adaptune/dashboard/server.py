@@ -111,25 +111,29 @@ def _guard(source: StoreSource, fallback: Callable[[str], Any]) -> Callable[[Cal
     return wrap
 
 
+def next_version(seen: Any, latest: int) -> Any:
+    """The page's next version (``no_update``: none) from the one it has and the store's newest row id: the id,
+    and whether a poll has passed since it moved. Views redraw when it moves and once more when it settles: a
+    redraw asked for while the server was busy can be lost (Dash drops a response that a newer request overtook;
+    a refresh that failed leaves the old view), and the settling one, asked for once the writes have stopped,
+    makes the page end on what the store holds."""
+    if not isinstance(seen, dict):  # the page's first poll: its views have just been drawn
+        return {"id": latest, "settled": True}
+    if seen.get("id") != latest:
+        return {"id": latest, "settled": False}
+    return no_update if seen.get("settled") else {"id": latest, "settled": True}
+
+
 def _register(app: Dash, source: StoreSource, models: dict[str, SavedModel], model_errors: list[str]) -> None:
     @app.callback(Output("version", "data"), Output("live", "children"), Output("live", "className"),
                   Input("tick", "n_intervals"), State("version", "data"))
     def poll(_n: int | None, seen: dict[str, Any] | None) -> tuple[Any, str, str]:
-        """The page's version: the newest row id, and whether one tick has passed since it moved. Views redraw
-        when it moves and once more when it settles: a redraw asked for while the server was busy can be lost
-        (Dash drops a response that a newer request overtook; a refresh that failed leaves the old view), and
-        the settling one, asked for once the writes have stopped, makes the page end on what the store holds."""
         try:
             latest = source.queries().version()
         except READ_ERRORS:
             source.reset()
             return no_update, "store unreadable", "live down"
-        live = f"live · newest row {latest}"
-        if not isinstance(seen, dict):  # the page's first poll: its views have just been drawn
-            return {"id": latest, "settled": True}, live, "live"
-        if seen.get("id") != latest:
-            return {"id": latest, "settled": False}, live, "live"
-        return (no_update if seen.get("settled") else {"id": latest, "settled": True}), live, "live"
+        return next_version(seen, latest), f"live · newest row {latest}", "live"
 
     @app.callback(Output("page", "children"), Input("url", "pathname"))
     def route(path: str | None) -> Any:
