@@ -125,3 +125,20 @@ def test_list_devices_has_opencl_and_the_host():
 def test_cuda_without_cupy_says_what_to_install():
     with pytest.raises(BackendError, match=r"adaptune\[cuda\]"):
         make_backend("cuda", 0)
+
+
+def test_a_warm_up_that_fails_is_tried_once(ocl):
+    class Broken(type(ocl)):
+        warm_up_source = "__kernel void adaptune_warm_up(void) { this does not compile }"
+        builds = 0
+
+        def _build(self, *args, **kwargs):
+            Broken.builds += 1
+            return super()._build(*args, **kwargs)
+
+    backend = Broken(0)
+    for _ in range(3):  # CUDA's timed launches ask again while the kernel is missing
+        backend.warm_up()
+    assert backend.warm_up_kernel is None and Broken.builds == 1
+    ocl.warm_up()
+    assert ocl.warm_up_kernel is not None  # the real one builds
