@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from benchmarks.kt_examples.referee import TOOLS, narrowed, replay_call, verdict
-from benchmarks.kt_examples.run import compare, merged_examples, swap_imports
+from benchmarks.kt_examples.run import _summarise, compare, merged_examples, swap_imports
 
 OPENCL_ADD = """__kernel void vector_add(__global float *c, __global const float *a, __global const float *b, int n) {
     int i = get_global_id(0);
@@ -115,3 +115,17 @@ def test_the_referee_replays_a_call_with_kernel_tuner_on_pocl():
     assert list(record["rounds"][1]) == ["adaptune", "kernel_tuner"]  # order alternates
     assert all(v > 0 for r in record["rounds"] for v in r.values())
     assert sorted(r["block_size_x"] for r in results) == [64, 128]  # the script gets both configurations back
+
+
+def test_an_example_stopped_at_the_limit_ran_but_did_not_complete_and_an_error_did_neither():
+    examples = {"cuda/a.py": {"adaptune": {"status": "ok"}, "kernel_tuner": {"status": "error"}, "compare": {}},
+                "cuda/b.py": {"adaptune": {"status": "time_limit"}, "kernel_tuner": {"status": "time_limit"},
+                              "compare": {}},
+                "cuda/c.py": {"adaptune": {"status": "error"}, "kernel_tuner": {"status": "ok"}, "compare": {}},
+                "cuda/d.py": {"skipped": "needs a Jetson"}}
+    report = {"examples": examples}
+    _summarise(report)
+    s = report["summary"]["cuda"]
+    assert s["runnable"] == 3
+    assert s["examples_ok_share"] == pytest.approx(1 / 3) and s["examples_ran_share"] == pytest.approx(2 / 3)
+    assert s["kernel_tuner_ok_share"] == pytest.approx(1 / 3) and s["kernel_tuner_ran_share"] == pytest.approx(2 / 3)
