@@ -12,11 +12,10 @@ maps, elsewhere written to the socket straight from their memory (:mod:`adaptune
 from __future__ import annotations
 
 import contextlib
-import json
 import pickle
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -26,7 +25,7 @@ from adaptune.backends import BACKENDS
 from adaptune.measure.channel import send_setup
 from adaptune.measure.geometry import SpecError
 from adaptune.measure.process import WorkerProcess, take_spare, warm_argument
-from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
+from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings, config_key
 from adaptune.records import DeviceInfo, Result, Status
 
 #: Longest single wait for a message; a dead worker is noticed at least this often (seconds).
@@ -37,20 +36,19 @@ class MeasureSetupError(RuntimeError):
     """The worker could not start measuring (no device, library missing, bad spec)."""
 
 
-def _config_key(config: Mapping[str, Any]) -> str:
-    return json.dumps(dict(config), sort_keys=True, default=str)
-
-
 class Measurer:
     """Measure configurations of one spec on one device, in a worker process.
 
     ``backend``: "opencl", "cuda" or "python" (a :class:`CallableSpec` always runs on "python").
     ``start_timeout_s`` bounds the worker's start-up (interpreter, device context, argument upload);
-    a worker that dies while starting is reported at once, with its stderr.
+    a worker that dies while starting is reported at once, with its stderr. ``started``: called once, right
+    after the first worker is started, before waiting for it to be ready (a tuning call forks its compile
+    processes there, :mod:`adaptune.measure.compile_ahead`).
     """
 
     def __init__(self, spec: KernelSpec | CallableSpec, backend: str = "opencl",
-                 settings: MeasureSettings | None = None, device: Any = None, *, start_timeout_s: float = 120.0) -> None:
+                 settings: MeasureSettings | None = None, device: Any = None, *, start_timeout_s: float = 120.0,
+                 started: Callable[[], None] | None = None) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
         if isinstance(spec, CallableSpec):
@@ -85,6 +83,7 @@ class Measurer:
         self.start_phases: dict[str, float] = {}
         #: how the current worker was started: "fork", or "exec (why not forked)" (:mod:`adaptune.measure.process`)
         self.worker_start = ""
+        self._started = started  # called once, when the first worker is started and before it is ready
         self._start()
 
     # --- worker lifecycle --------------------------------------------------------------------
@@ -104,6 +103,9 @@ class Measurer:
         sent = time.monotonic()
         with contextlib.suppress(OSError):  # a worker that died already: _receive reports how
             send_setup(worker.conn, self._payload, self._buffers)
+        if self._started is not None:  # e.g. compile processes, forked now that the worker is (no thread before)
+            started, self._started = self._started, None
+            started()
         message = self._receive(self.start_timeout_s)
         if message is None or message[0] != "ready":
             note = _stderr_note(worker)
@@ -173,7 +175,7 @@ class Measurer:
         """Compile ``configs`` ahead in the worker's thread pool (measure them later, in any order)."""
         fresh = []
         for config in configs:
-            key = _config_key(config)
+            key = config_key(config)
             if key not in self._prefetched:
                 self._prefetched[key] = dict(config)
                 fresh.append(dict(config))
@@ -196,7 +198,7 @@ class Measurer:
         ``grid_div`` naming a parameter the configuration lacks).
         """
         config = dict(config)
-        self._prefetched.pop(_config_key(config), None)
+        self._prefetched.pop(config_key(config), None)
         self._ensure_worker()
         s = self.settings
         run_limit = s.timeout_s + (s.auto_max_seconds if s.repeats == "auto" else 0.0)

@@ -13,7 +13,9 @@ import time
 from collections import deque
 from typing import Any
 
+from adaptune.backends.binary import binary_target_of
 from adaptune.measure import Measurer, MeasureSettings
+from adaptune.measure.compile_ahead import CompileAhead
 from adaptune.progress import BestSoFarProgress
 from adaptune.records import Result
 from adaptune.search import make_strategy
@@ -73,17 +75,24 @@ def tune(
     search = make_strategy(strategy, space, seed=seed, **(strategy_options or {}))
     total = min(len(space), max_evals) if max_evals else len(space)
     store = Store(db)
+    ahead = CompileAhead.for_tuning(problem.spec, backend)
+    first = _ask_ahead(search, lookahead if ahead is not None else 0)
+    if ahead is not None:  # compiled while the worker opens the device
+        ahead.compile(space.config(i) for i in first)
     try:
-        with Measurer(problem.spec, backend=backend, settings=settings, device=device) as measurer:
+        with Measurer(problem.spec, backend=backend, settings=settings, device=device,
+                      started=ahead.start if ahead is not None else None) as measurer:
             phases = {"worker_ready": time.perf_counter() - start}
             info = measurer.device_info()
+            if ahead is not None:
+                ahead.expect(binary_target_of(info))
             ids = (store.device(info),
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
             ids = (*ids, store.input(ids[1], problem.input_name, problem.features or None))
             adopt_known(store, ids, space, problem.known_results)
-            session = _Session(space, measurer, store, ids)
+            session = _Session(space, measurer, store, ids, ahead)
             results, reused = _search_loop(search, session, (max_evals, max_seconds), total, lookahead,
-                                           progress, problem.name, start)
+                                           progress, problem.name, start, first)
             default_result = _default_result(space, results, session)
             phases["search_done"] = time.perf_counter() - start
             worker_start, worker_stats = measurer.worker_start, measurer.stats(start=False)
@@ -93,6 +102,8 @@ def tune(
               "again to resume without re-measuring them", file=sys.stderr)
         raise
     finally:
+        if ahead is not None:
+            ahead.close()
         store.close()
 
     report = report_from_results(problem, strategy, info, results, default_result, reused, start, db)
@@ -108,24 +119,52 @@ def _stored_count(store: Store) -> int:
         return -1
 
 
-class _Session:
-    """One tuning run's link to the worker and the store: stored results are reused, never re-measured."""
+def _ask_ahead(search: Any, n: int) -> list[int]:
+    """The strategy's first ``n`` configurations, asked before the worker is ready (to compile them meanwhile)."""
+    first: list[int] = []
+    while len(first) < n and (index := search.ask()) is not None:
+        first.append(index)
+    return first
 
-    def __init__(self, space, measurer: Measurer, store: Store, ids: tuple[int, int, int]) -> None:
+
+class _Session:
+    """One tuning run's link to the worker and the store: stored results are reused, never re-measured.
+    ``ahead``: compile processes (CUDA) that make what the worker would otherwise compile ahead itself."""
+
+    def __init__(self, space, measurer: Measurer, store: Store, ids: tuple[int, int, int],
+                 ahead: CompileAhead | None = None) -> None:
         self.space, self.measurer, self.store, self.ids = space, measurer, store, ids
         self.stored = StoredLookup(store, ids, space, observed=bool(measurer.settings.observers))  # batch of asks
         self.best_ms = math.inf  # the incumbent, for racing
+        self.ahead = ahead
 
     def prefetch(self, indices: list[int]) -> None:
         configs = [self.space.config(i) for i in indices]
         self.stored.lookup(configs)
-        self.measurer.prefetch([c for c in configs if self.stored.get(c) is None])
+        fresh = [c for c in configs if self.stored.get(c) is None]
+        if self.ahead is not None and self.ahead.usable:
+            self.ahead.compile(fresh)
+        else:
+            self.measurer.prefetch(fresh)
+
+    def _hand_over(self, config: dict[str, Any]) -> None:
+        """The binaries compiled ahead so far (this configuration's awaited) go to the worker; where none can
+        come, the worker is asked to compile ahead what is outstanding, as without compile processes."""
+        ahead = self.ahead
+        if ahead is None or not ahead.usable:
+            return
+        items = ahead.binaries(config)
+        if items:
+            self.measurer.preload(items)
+        if not ahead.usable:
+            self.measurer.prefetch(ahead.outstanding())
 
     def measure(self, config: dict[str, Any]) -> tuple[Result, bool]:
         """The configuration's result, and whether it came from the store."""
         result = self.stored.get(config)
         reused = result is not None
         if result is None:
+            self._hand_over(config)
             result = self.measurer.measure(config, best_ms=self.best_ms)
             self.store.put(*self.ids, result)
             self.stored.add(config, result)
@@ -134,14 +173,18 @@ class _Session:
 
 
 def _search_loop(search, session: _Session, budget: tuple[int | None, float | None], total: int,
-                 lookahead: int, progress: bool, name: str, start: float) -> tuple[list[Result], int]:
-    """Ask ahead (to compile ahead), measure in order, tell the strategy; stop at the budget."""
+                 lookahead: int, progress: bool, name: str, start: float,
+                 first: list[int] | None = None) -> tuple[list[Result], int]:
+    """Ask ahead (to compile ahead), measure in order, tell the strategy; stop at the budget. ``first``:
+    configurations asked already (:func:`_ask_ahead`)."""
     max_evals, max_seconds = budget
-    pending: deque[int] = deque()
+    pending: deque[int] = deque(first or ())
     results: list[Result] = []
     reused = 0
     exhausted = False
     with BestSoFarProgress(f"tuning {name}", total, enabled=progress) as bar:
+        if pending:
+            session.prefetch(list(pending))
         while True:
             fresh: list[int] = []
             while not exhausted and len(pending) < lookahead:

@@ -1,0 +1,153 @@
+"""CUDA kernels compiled ahead in forked CPU processes while the measurement worker starts and measures.
+
+Why: a tuning call's measurement worker compiles in its own thread pool, and only once it has opened the device
+(0.4-0.7 s into the call on an H100). NVRTC in threads of one process does not scale: on the H100 host (16 cores)
+4, 8 or 16 threads compile 70-75 small kernels a second, the worker's CuPy builds 60-69, while 8 processes compile
+131 (``benchmarks/kt_examples/results/compile_throughput_h100.md``). So the tuning call forks a few compile
+processes right after it forked the worker: they ask NVML which architecture the GPUs have (no CUDA context:
+the parent stays free to fork again), compile the first configurations while the worker opens the device, then
+whatever the strategy asks ahead; the parent hands each finished cubin to the worker (``Measurer.preload``),
+which loads it instead of compiling (``backends.binary``).
+
+Never fatal: a configuration that does not compile here, a binary for another architecture, no NVML, GPUs of
+mixed architectures or a compile process that died leave the work to the worker, which compiles and reports
+as without this (:attr:`CompileAhead.usable` turns False where no binary can come, and the caller sends the
+worker what is outstanding to compile ahead itself).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import wait as wait_futures
+from typing import Any
+
+from adaptune.backends.binary import cuda_target
+from adaptune.measure.runners import compile_binaries
+from adaptune.measure.spec import KernelSpec, config_key
+
+#: compile processes: this many at most, and two cores left to the worker and this process
+MAX_PROCESSES = 8
+
+_STATE: dict[str, Any] = {}  # in a compile process: the spec and backend, inherited through fork (never pickled)
+
+
+def gpu_target() -> str | None:
+    """The cubin architecture of this host's GPUs (``sm_90``) from NVML, when they all share one; else None."""
+    try:
+        import pynvml  # nvidia-ml-py: optional (adaptune[cuda]); without it the worker compiles everything
+
+        pynvml.nvmlInit()
+        try:
+            found = {pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(i))
+                     for i in range(pynvml.nvmlDeviceGetCount())}
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no library, no driver, no GPU: nothing to compile for
+        return None
+    if len(found) != 1:
+        return None
+    major, minor = found.pop()
+    return cuda_target(f"{major}.{minor}")
+
+
+def _init(spec: KernelSpec, backend: str) -> None:
+    _STATE.update(spec=spec, backend=backend)
+
+
+def _compile(config: dict[str, Any]) -> tuple[str | None, list[tuple[dict[str, Any], Any]]]:
+    """(the target compiled for, [(config, binary)]): no binary where it does not compile here."""
+    if "target" not in _STATE:
+        _STATE["target"] = gpu_target()
+    target = _STATE["target"]
+    if target is None:
+        return None, []
+    return target, compile_binaries(_STATE["spec"], _STATE["backend"], target, [config])
+
+
+class CompileAhead:
+    """Compile processes for one tuning call; :meth:`start` forks them (call it once the worker is forked)."""
+
+    def __init__(self, spec: KernelSpec, backend: str = "cuda", processes: int = MAX_PROCESSES) -> None:
+        if backend != "cuda":
+            raise ValueError(f"compiling ahead in processes is for CUDA (NVRTC needs no device); got {backend!r}")
+        if processes < 1:
+            raise ValueError(f"processes must be >= 1, got {processes}")
+        self.spec, self.backend, self.processes = spec, backend, processes
+        self.usable = True  #: False once no binary can come (see the module's docstring)
+        self.expected: str | None = None  #: the worker's architecture, once it said
+        self._pool: ProcessPoolExecutor | None = None
+        self._configs: dict[str, dict[str, Any]] = {}  # key -> config, in the order asked
+        self._futures: dict[str, Future] = {}
+        self._taken: set[str] = set()  # finished and looked at
+        self._delivered: set[str] = set()  # a binary handed out
+
+    @classmethod
+    def for_tuning(cls, spec: Any, backend: str) -> CompileAhead | None:
+        """One for a CUDA kernel on a host with cores to spare and the ``fork`` start method; else None."""
+        spare = (os.cpu_count() or 1) - 2
+        if backend != "cuda" or not isinstance(spec, KernelSpec) or spare < 2 \
+                or "fork" not in multiprocessing.get_all_start_methods():
+            return None
+        return cls(spec, backend, min(MAX_PROCESSES, spare))
+
+    def start(self) -> None:
+        """Fork the compile processes and hand them what was asked so far."""
+        if self._pool is not None:
+            return
+        self._pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("fork"),
+                                         initializer=_init, initargs=(self.spec, self.backend))
+        for key, config in self._configs.items():
+            self._futures[key] = self._pool.submit(_compile, config)
+
+    def compile(self, configs: Iterable[Mapping[str, Any]]) -> None:
+        """Compile ``configs`` (each once); before :meth:`start` they wait for it."""
+        for config in configs:
+            key = config_key(config)
+            if key in self._configs:
+                continue
+            self._configs[key] = dict(config)
+            if self._pool is not None:
+                self._futures[key] = self._pool.submit(_compile, self._configs[key])
+
+    def expect(self, target: str | None) -> None:
+        """The worker's architecture (``backends.binary.binary_target_of``): binaries for another are dropped."""
+        self.expected = target
+        if target is None:
+            self.usable = False
+
+    def binaries(self, config: Mapping[str, Any] | None = None, timeout: float = 30.0) -> list[tuple[dict, Any]]:
+        """The binaries finished since the last call, for the expected architecture; waits up to ``timeout``
+        for ``config``'s own first (one this process never asked for is not waited for)."""
+        future = self._futures.get(config_key(config)) if config is not None else None
+        if future is not None and self.usable:
+            wait_futures([future], timeout=timeout)
+        out: list[tuple[dict, Any]] = []
+        for key, done in self._futures.items():
+            if key in self._taken or not done.done():
+                continue
+            self._taken.add(key)
+            try:
+                target, items = done.result()
+            except Exception:  # noqa: BLE001 - a compile process died: the worker compiles this one
+                continue
+            if target is None or target != self.expected:
+                self.usable = False
+                continue
+            if items:
+                self._delivered.add(key)
+                out.extend(items)
+        return out
+
+    def outstanding(self) -> list[dict[str, Any]]:
+        """Configurations asked for whose binary has not been handed out (for the worker to compile ahead)."""
+        return [c for k, c in self._configs.items() if k not in self._delivered]
+
+    def close(self) -> None:
+        """Stop the compile processes (a compile in progress is finished first: no thread stays behind, so a
+        later worker of this process can be forked)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None

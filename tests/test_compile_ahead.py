@@ -1,0 +1,97 @@
+"""CUDA kernels compiled ahead in forked processes (``adaptune.measure.compile_ahead``).
+
+On any host: where no binary can come (no NVML, no GPU) the processes say so and every configuration stays
+outstanding for the worker. On a GPU (skipped in CI): real cubins for the worker's architecture, and a tuning
+call whose worker loads them instead of compiling, with the same results as without.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+
+import numpy as np
+import pytest
+
+from adaptune.backends import make_backend
+from adaptune.measure import KernelSpec
+from adaptune.measure.compile_ahead import CompileAhead, gpu_target
+from adaptune.space import Space
+from adaptune.tuning import Problem, tune
+
+N = 1 << 16
+A = np.arange(N, dtype=np.float32)
+SOURCE = r"""
+extern "C" __global__ void twice(const float *a, float *c, int n) {
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+    if (i < n) c[i] = 2.0f * a[i];
+}
+"""
+CONFIGS = [{"block_size_x": b} for b in (64, 128, 256)]
+
+
+def _spec() -> KernelSpec:
+    return KernelSpec(SOURCE, "twice", [A, np.zeros_like(A), np.int32(N)], problem_size=N,
+                      answer=[None, 2 * A, None])
+
+
+def _gpu_present() -> bool:
+    if importlib.util.find_spec("cupy") is None:
+        return False
+    import cupy
+
+    try:
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # CuPy without a driver
+        return False
+
+
+def test_only_cuda_kernels_are_compiled_ahead_and_the_processes_leave_no_thread():
+    with pytest.raises(ValueError, match="for CUDA"):
+        CompileAhead(_spec(), "opencl")
+    assert CompileAhead.for_tuning(_spec(), "opencl") is None
+    ahead = CompileAhead(_spec(), "cuda", processes=2)
+    before = threading.active_count()
+    ahead.start()
+    ahead.compile(CONFIGS)
+    ahead.binaries(CONFIGS[0], timeout=60)
+    ahead.close()
+    assert threading.active_count() == before  # a later worker of this process can still be forked
+
+
+@pytest.mark.skipif(gpu_target() is not None, reason="this host has GPUs NVML can see")
+def test_without_a_gpu_no_binary_comes_and_every_configuration_stays_for_the_worker():
+    ahead = CompileAhead(_spec(), "cuda", processes=2)
+    ahead.compile(CONFIGS[:1])  # asked before the processes exist: waits for start()
+    ahead.start()
+    ahead.compile(CONFIGS)
+    ahead.expect("sm_90")
+    try:
+        assert ahead.binaries(CONFIGS[0], timeout=60) == []
+        assert ahead.binaries(CONFIGS[2], timeout=60) == []
+        assert not ahead.usable
+        assert ahead.outstanding() == CONFIGS
+    finally:
+        ahead.close()
+
+
+@pytest.mark.skipif(not _gpu_present(), reason="needs CuPy and an NVIDIA GPU")
+def test_on_a_gpu_the_worker_loads_the_binaries_and_tunes_as_without_them(tmp_path):
+
+    target = make_backend("cuda", 0).binary_target()
+    assert gpu_target() == target
+    ahead = CompileAhead(_spec(), "cuda", processes=2)
+    ahead.start()
+    ahead.compile(CONFIGS)
+    ahead.expect(target)
+    try:
+        got = ahead.binaries(CONFIGS[0], timeout=60) + ahead.binaries(CONFIGS[2], timeout=60)
+        got += ahead.binaries(CONFIGS[1], timeout=60)
+    finally:
+        ahead.close()
+    assert sorted(c["block_size_x"] for c, _ in got) == [64, 128, 256]
+    assert all(b.target == target for _, b in got) and ahead.usable and ahead.outstanding() == []
+    problem = Problem("twice", _spec(), Space({"block_size_x": [64, 128, 256, 512]}))
+    report = tune(problem, backend="cuda", db=str(tmp_path / "a.db"), progress=False)
+    assert report.worker_stats["loaded_binaries"] >= 1  # compiled ahead here, loaded there
+    assert all(r.ok for r in report.results) and len(report.results) == 4
