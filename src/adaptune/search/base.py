@@ -63,6 +63,9 @@ class Strategy:
 
     name: ClassVar[str] = "base"
     options: ClassVar[dict[str, Any]] = {}
+    #: whether a proposal depends on what was told: a strategy that does not (brute force, random) may be asked
+    #: far ahead without changing what it proposes (the tuner then compiles further ahead)
+    adaptive: ClassVar[bool] = True
 
     def __init__(self, space: Space, seed: int | None = None, *, history: History | None = None,
                  **options: Any) -> None:

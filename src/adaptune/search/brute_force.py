@@ -10,6 +10,7 @@ class BruteForce(Strategy):
     """Visits configurations in index order; the reference that every other strategy is judged by."""
 
     name = "brute_force"
+    adaptive = False
 
     def _propose(self) -> int | None:
         asked = self.history.asked

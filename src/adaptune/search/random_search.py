@@ -10,6 +10,7 @@ class RandomSearch(Strategy):
     """Uniformly random valid configurations, each at most once (a seeded permutation)."""
 
     name = "random"
+    adaptive = False
 
     def _propose(self) -> int | None:
         return self._random_unasked()

@@ -25,6 +25,9 @@ from adaptune.tuning.problem import Problem
 from adaptune.tuning.report import TuneReport, report_from_results, warn_if_all_failed
 from adaptune.tuning.resume import StoredLookup, adopt_known
 
+#: configurations asked ahead per compile process, for a strategy that is not adaptive (brute force, random)
+AHEAD_PER_PROCESS = 8
+
 
 def tune(
     problem: Problem,
@@ -76,6 +79,8 @@ def tune(
     total = min(len(space), max_evals) if max_evals else len(space)
     store = Store(db)
     ahead = CompileAhead.for_tuning(problem.spec, backend)
+    if ahead is not None and not search.adaptive:  # its proposals do not wait for results: compile further ahead
+        lookahead = max(lookahead, AHEAD_PER_PROCESS * ahead.processes)
     first = _ask_ahead(search, lookahead if ahead is not None else 0)
     if ahead is not None:  # compiled while the worker opens the device
         ahead.compile(space.config(i) for i in first)
