@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import wait as wait_futures
@@ -30,6 +31,8 @@ from adaptune.measure.spec import KernelSpec, config_key
 
 #: compile processes: this many at most, and two cores left to the worker and this process
 MAX_PROCESSES = 8
+#: environment variable that sets the number of compile processes (0: none, the worker compiles ahead itself)
+PROCESSES_ENV = "ADAPTUNE_COMPILE_PROCESSES"
 
 _STATE: dict[str, Any] = {}  # in a compile process: the spec and backend, inherited through fork (never pickled)
 
@@ -82,16 +85,20 @@ class CompileAhead:
         self._configs: dict[str, dict[str, Any]] = {}  # key -> config, in the order asked
         self._futures: dict[str, Future] = {}
         self._taken: set[str] = set()  # finished and looked at
+        self.waited_s = 0.0  #: time :meth:`binaries` spent waiting for a configuration's binary
         self._delivered: set[str] = set()  # a binary handed out
 
     @classmethod
     def for_tuning(cls, spec: Any, backend: str) -> CompileAhead | None:
-        """One for a CUDA kernel on a host with cores to spare and the ``fork`` start method; else None."""
-        spare = (os.cpu_count() or 1) - 2
+        """One for a CUDA kernel on a host with cores to spare and the ``fork`` start method; else None.
+        ``ADAPTUNE_COMPILE_PROCESSES`` sets the number (fewer than 2: none)."""
+        spare = min(MAX_PROCESSES, (os.cpu_count() or 1) - 2)
+        if os.environ.get(PROCESSES_ENV, "").strip():
+            spare = int(os.environ[PROCESSES_ENV])
         if backend != "cuda" or not isinstance(spec, KernelSpec) or spare < 2 \
                 or "fork" not in multiprocessing.get_all_start_methods():
             return None
-        return cls(spec, backend, min(MAX_PROCESSES, spare))
+        return cls(spec, backend, spare)
 
     def start(self) -> None:
         """Fork the compile processes and hand them what was asked so far."""
@@ -122,8 +129,10 @@ class CompileAhead:
         """The binaries finished since the last call, for the expected architecture; waits up to ``timeout``
         for ``config``'s own first (one this process never asked for is not waited for)."""
         future = self._futures.get(config_key(config)) if config is not None else None
-        if future is not None and self.usable:
+        if future is not None and self.usable and not future.done():
+            t0 = time.perf_counter()
             wait_futures([future], timeout=timeout)
+            self.waited_s += time.perf_counter() - t0
         out: list[tuple[dict, Any]] = []
         for key, done in self._futures.items():
             if key in self._taken or not done.done():

@@ -101,6 +101,9 @@ def tune(
             default_result = _default_result(space, results, session)
             phases["search_done"] = time.perf_counter() - start
             worker_start, worker_stats = measurer.worker_start, measurer.stats(start=False)
+            if ahead is not None:  # the compile processes' part: the time measuring waited for their binaries
+                worker_stats["compile_processes"] = ahead.processes
+                worker_stats["compile_ahead_waited_ms"] = round(ahead.waited_s * 1e3)
     except KeyboardInterrupt:
         # The worker is already killed (Measurer.__exit__); every finished measurement is committed.
         print(f"\ninterrupted: the {_stored_count(store)} results in {db} are kept; run the same tuning "
