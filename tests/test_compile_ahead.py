@@ -7,7 +7,6 @@ call whose worker loads them instead of compiling, with the same results as with
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 
 import numpy as np
@@ -33,17 +32,6 @@ CONFIGS = [{"block_size_x": b} for b in (64, 128, 256)]
 def _spec() -> KernelSpec:
     return KernelSpec(SOURCE, "twice", [A, np.zeros_like(A), np.int32(N)], problem_size=N,
                       answer=[None, 2 * A, None])
-
-
-def _gpu_present() -> bool:
-    if importlib.util.find_spec("cupy") is None:
-        return False
-    import cupy
-
-    try:
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # CuPy without a driver
-        return False
 
 
 def test_only_cuda_kernels_are_compiled_ahead_and_the_processes_leave_no_thread():
@@ -75,7 +63,7 @@ def test_without_a_gpu_no_binary_comes_and_every_configuration_stays_for_the_wor
         ahead.close()
 
 
-@pytest.mark.skipif(not _gpu_present(), reason="needs CuPy and an NVIDIA GPU")
+@pytest.mark.skipif(gpu_target() is None, reason="needs an NVIDIA GPU that NVML sees (and CuPy)")
 def test_on_a_gpu_the_worker_loads_the_binaries_and_tunes_as_without_them(tmp_path):
 
     target = make_backend("cuda", 0).binary_target()
