@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -137,6 +138,7 @@ class KernelRunner:
         self.pending: dict[str, Future[tuple[Any, float, bool]]] = {}
         self.counters = {"measured": 0, "prefetched": 0, "compiled_ahead": 0, "compile_waits": 0,
                          "loaded_binaries": 0, "held_up_launches": 0}
+        self._loaded_lock = threading.Lock()  # loads count from the pool's threads
 
     def device_info(self) -> DeviceInfo:
         return self.backend.device_info()
@@ -164,7 +166,8 @@ class KernelRunner:
     def _load(self, prep: Prepared, binary: Any) -> tuple[Any, float, bool]:
         """The binary loaded into the compile cache, then taken from it (compiled instead if it did not load)."""
         if self.backend.load_binary(prep.key, binary):
-            self.counters["loaded_binaries"] += 1
+            with self._loaded_lock:
+                self.counters["loaded_binaries"] += 1
         return self._compile(prep)
 
     def _compile(self, prep: Prepared) -> tuple[Any, float, bool]:

@@ -1,7 +1,8 @@
 """Orchestration: a strategy proposes, the measurement worker measures, the store remembers.
 
 Compilation is pipelined: the tuner asks the strategy a few configurations ahead and hands them to the
-worker's compile pool, so the device is never idle waiting for the compiler. Measurements already in the
+worker's compile pool (CUDA: to compile processes forked at the start, :mod:`adaptune.measure.compile_ahead`,
+whose cubins the worker loads), so the device is never idle waiting for the compiler. Measurements already in the
 store for the same (device, problem, input, configuration) are reused, so an interrupted run resumes.
 """
 
