@@ -150,3 +150,30 @@ def test_auto_stratified_global_asks_visit_every_mode_in_turn() -> None:
         asked.append(int(modes[i]))
     after_design = asked[6:]
     assert all(len(set(after_design[k:k + 4])) == 4 for k in (0, 4))  # each run of 4 asks covers 4 modes
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_a_strategy_that_says_it_is_not_adaptive_proposes_the_same_when_asked_far_ahead(name: str) -> None:
+    """The tuner asks a non-adaptive strategy many configurations ahead (to compile them early): that must not
+    change what it proposes; an adaptive one may change, so asking it ahead stays bounded."""
+    space = Space({"x": list(range(12)), "y": list(range(12))})
+    value = lambda i: float((i * 7919) % 97)  # noqa: E731 - a fixed objective per index
+
+    def interleaved() -> list[int]:
+        s, out = make_strategy(name, space, seed=3), []
+        while len(out) < 40 and (i := s.ask()) is not None:
+            s.tell(i, value(i))
+            out.append(i)
+        return out
+
+    def ahead() -> list[int]:
+        s, out = make_strategy(name, space, seed=3), []
+        while len(out) < 40 and (i := s.ask()) is not None:
+            out.append(i)
+        for i in out:
+            s.tell(i, value(i))
+        return out
+
+    if not STRATEGIES[name].adaptive:
+        assert ahead() == interleaved()
+    assert len(set(ahead())) == len(ahead())  # never a repeat either way
