@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from adaptune.adaptive.compiled import compile_predictor
-from adaptune.adaptive.models import fit_model
+from adaptune.adaptive.models import fit_model, fraction_of_oracle
 from benchmarks.harness.cli import study_parser
 from benchmarks.harness.report import write_results
 
@@ -31,8 +31,7 @@ def _costs(records: list[dict[str, Any]], labels: list[str]) -> np.ndarray:
 
 
 def _fraction(costs: np.ndarray, picks: np.ndarray) -> float:
-    got = costs[np.arange(len(costs)), picks]
-    return float(np.mean(np.where(np.isfinite(got), costs.min(axis=1) / got, 0.0)))
+    return float(np.nanmean(fraction_of_oracle(costs, picks)))
 
 
 def repeatability(runs: dict[str, dict[str, Any]], bench: str) -> list[dict[str, Any]]:

@@ -82,11 +82,10 @@ class CompileAhead:
         self.usable = True  #: False once no binary can come (see the module's docstring)
         self.expected: str | None = None  #: the worker's architecture, once it said
         self._pool: ProcessPoolExecutor | None = None
-        self._configs: dict[str, dict[str, Any]] = {}  # key -> config, in the order asked
-        self._futures: dict[str, Future] = {}
-        self._taken: set[str] = set()  # finished and looked at
+        self._undelivered: dict[str, dict[str, Any]] = {}  # key -> config asked for, no binary handed out yet
+        self._asked: set[str] = set()
+        self._futures: dict[str, Future] = {}  # compiles not yet looked at (a window, not the whole run)
         self.waited_s = 0.0  #: time :meth:`binaries` spent waiting for a configuration's binary
-        self._delivered: set[str] = set()  # a binary handed out
 
     @classmethod
     def for_tuning(cls, spec: Any, backend: str) -> CompileAhead | None:
@@ -106,18 +105,19 @@ class CompileAhead:
             return
         self._pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("fork"),
                                          initializer=_init, initargs=(self.spec, self.backend))
-        for key, config in self._configs.items():
+        for key, config in self._undelivered.items():
             self._futures[key] = self._pool.submit(_compile, config)
 
     def compile(self, configs: Iterable[Mapping[str, Any]]) -> None:
         """Compile ``configs`` (each once); before :meth:`start` they wait for it."""
         for config in configs:
             key = config_key(config)
-            if key in self._configs:
+            if key in self._asked:
                 continue
-            self._configs[key] = dict(config)
+            self._asked.add(key)
+            self._undelivered[key] = dict(config)
             if self._pool is not None:
-                self._futures[key] = self._pool.submit(_compile, self._configs[key])
+                self._futures[key] = self._pool.submit(_compile, self._undelivered[key])
 
     def expect(self, target: str | None) -> None:
         """The worker's architecture (``backends.binary.binary_target_of``): binaries for another are dropped."""
@@ -134,10 +134,10 @@ class CompileAhead:
             wait_futures([future], timeout=timeout)
             self.waited_s += time.perf_counter() - t0
         out: list[tuple[dict, Any]] = []
-        for key, done in self._futures.items():
-            if key in self._taken or not done.done():
+        for key, done in list(self._futures.items()):
+            if not done.done():
                 continue
-            self._taken.add(key)
+            del self._futures[key]
             try:
                 target, items = done.result()
             except Exception:  # noqa: BLE001 - a compile process died: the worker compiles this one
@@ -146,13 +146,13 @@ class CompileAhead:
                 self.usable = False
                 continue
             if items:
-                self._delivered.add(key)
+                del self._undelivered[key]
                 out.extend(items)
         return out
 
     def outstanding(self) -> list[dict[str, Any]]:
         """Configurations asked for whose binary has not been handed out (for the worker to compile ahead)."""
-        return [c for k, c in self._configs.items() if k not in self._delivered]
+        return list(self._undelivered.values())
 
     def close(self) -> None:
         """Stop the compile processes (a compile in progress is finished first: no thread stays behind, so a

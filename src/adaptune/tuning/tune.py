@@ -80,10 +80,11 @@ def tune(
     total = min(len(space), max_evals) if max_evals else len(space)
     store = Store(db)
     ahead = CompileAhead.for_tuning(problem.spec, backend)
-    if ahead is not None and not search.adaptive:  # its proposals do not wait for results: compile further ahead
-        lookahead = max(lookahead, AHEAD_PER_PROCESS * ahead.processes)
-    first = _ask_ahead(search, lookahead if ahead is not None else 0)
-    if ahead is not None:  # compiled while the worker opens the device
+    first: list[int] = []
+    if ahead is not None:  # the first configurations are compiled while the worker opens the device
+        if not search.adaptive:  # its proposals do not wait for results: compile further ahead
+            lookahead = max(lookahead, AHEAD_PER_PROCESS * ahead.processes)
+        first = _ask_ahead(search, lookahead)
         ahead.compile(space.config(i) for i in first)
     try:
         with Measurer(problem.spec, backend=backend, settings=settings, device=device,
