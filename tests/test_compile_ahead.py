@@ -1,7 +1,8 @@
 """CUDA kernels compiled ahead in forked processes (``adaptune.measure.compile_ahead``).
 
 On any host: where no binary can come (no NVML, no GPU) the processes say so and every configuration stays
-outstanding for the worker. On a GPU (skipped in CI): real cubins for the worker's architecture, and a tuning
+outstanding for the worker; a configuration that does not compile in the processes goes to the worker once,
+as soon as that is known, while binaries keep coming for the rest. On a GPU (skipped in CI): real cubins for the worker's architecture, and a tuning
 call whose worker loads them instead of compiling, with the same results as without.
 """
 
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from adaptune.backends import make_backend
-from adaptune.measure import KernelSpec
+from adaptune.measure import KernelSpec, compile_ahead
 from adaptune.measure.compile_ahead import CompileAhead, gpu_target
 from adaptune.space import Space
 from adaptune.tuning import Problem, tune
@@ -58,7 +59,28 @@ def test_without_a_gpu_no_binary_comes_and_every_configuration_stays_for_the_wor
         assert ahead.binaries(CONFIGS[0], timeout=60) == []
         assert ahead.binaries(CONFIGS[2], timeout=60) == []
         assert not ahead.usable
-        assert ahead.outstanding() == CONFIGS
+        assert ahead.left_to_worker() == CONFIGS
+        assert ahead.left_to_worker() == []  # each named once
+    finally:
+        ahead.close()
+
+
+def test_a_configuration_that_does_not_compile_in_the_processes_is_left_to_the_worker_once(monkeypatch):
+    # the processes compile for sm_90 (forked, they inherit this); 256 fails on any host, the rest where NVRTC is
+    monkeypatch.setitem(compile_ahead._STATE, "target", "sm_90")
+    failing = SOURCE.replace("extern", "#if block_size_x > 128\n#error too big\n#endif\nextern")
+    spec = KernelSpec(failing, "twice", [A, np.zeros_like(A), np.int32(N)], problem_size=N)
+    ahead = CompileAhead(spec, "cuda", processes=2)
+    ahead.start()
+    ahead.compile(CONFIGS)
+    ahead.expect("sm_90")
+    try:
+        delivered = [c for config in CONFIGS for c, _ in ahead.binaries(config, timeout=60)]
+        left = ahead.left_to_worker()
+        assert ahead.usable  # a failing configuration is not a reason to stop sending binaries
+        assert CONFIGS[2] in left
+        assert sorted(map(str, delivered + left)) == sorted(map(str, CONFIGS))
+        assert ahead.left_to_worker() == []
     finally:
         ahead.close()
 
@@ -78,8 +100,16 @@ def test_on_a_gpu_the_worker_loads_the_binaries_and_tunes_as_without_them(tmp_pa
     finally:
         ahead.close()
     assert sorted(c["block_size_x"] for c, _ in got) == [64, 128, 256]
-    assert all(b.target == target for _, b in got) and ahead.usable and ahead.outstanding() == []
+    assert all(b.target == target for _, b in got) and ahead.usable and ahead.left_to_worker() == []
     problem = Problem("twice", _spec(), Space({"block_size_x": [64, 128, 256, 512]}))
     report = tune(problem, backend="cuda", db=str(tmp_path / "a.db"), progress=False)
     assert report.worker_stats["loaded_binaries"] >= 1  # compiled ahead here, loaded there
     assert all(r.ok for r in report.results) and len(report.results) == 4
+    failing = SOURCE.replace("extern", "#if block_size_x > 128\n#error too big\n#endif\nextern")
+    spec = KernelSpec(failing, "twice", [A, np.zeros_like(A), np.int32(N)], problem_size=N, answer=[None, 2 * A, None])
+    report = tune(Problem("twice", spec, Space({"block_size_x": [64, 128, 256, 512]})), backend="cuda",
+                  db=str(tmp_path / "b.db"), progress=False)
+    by_block = {r.config["block_size_x"]: r for r in report.results}
+    assert by_block[64].ok and by_block[128].ok
+    assert all("too big" in by_block[b].error for b in (256, 512))  # the worker's own compile says why
+    assert report.worker_stats["prefetched"] >= 1  # handed to the worker's compile pool, not compiled on meeting it

@@ -11,8 +11,10 @@ which loads it instead of compiling (``backends.binary``).
 
 Never fatal: a configuration that does not compile here, a binary for another architecture, no NVML, GPUs of
 mixed architectures or a compile process that died leave the work to the worker, which compiles and reports
-as without this (:attr:`CompileAhead.usable` turns False where no binary can come, and the caller sends the
-worker what is outstanding to compile ahead itself).
+as without this. :meth:`CompileAhead.left_to_worker` names what the worker must compile ahead itself: each
+configuration that did not compile here, as soon as that is known (a failing compile can take seconds:
+Kernel Tuner's ``matmul.py`` has four of 1-2.5 s, which the worker compiled one after another while measuring
+when it met them), and all that is outstanding once :attr:`CompileAhead.usable` turns False (no binary can come).
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class CompileAhead:
         self._undelivered: dict[str, dict[str, Any]] = {}  # key -> config asked for, no binary handed out yet
         self._asked: set[str] = set()
         self._futures: dict[str, Future] = {}  # compiles not yet looked at (a window, not the whole run)
+        self._failed: list[dict[str, Any]] = []  # did not compile here, not yet handed to the worker
         self.waited_s = 0.0  #: time :meth:`binaries` spent waiting for a configuration's binary
 
     @classmethod
@@ -141,18 +144,25 @@ class CompileAhead:
             try:
                 target, items = done.result()
             except Exception:  # noqa: BLE001 - a compile process died: the worker compiles this one
-                continue
+                target, items = self.expected, []
             if target is None or target != self.expected:
                 self.usable = False
                 continue
             if items:
                 del self._undelivered[key]
                 out.extend(items)
+            else:
+                self._failed.append(self._undelivered.pop(key))
         return out
 
-    def outstanding(self) -> list[dict[str, Any]]:
-        """Configurations asked for whose binary has not been handed out (for the worker to compile ahead)."""
-        return list(self._undelivered.values())
+    def left_to_worker(self) -> list[dict[str, Any]]:
+        """Configurations the worker must compile itself, each named once: those that did not compile here
+        since the last call, and once no binary can come, every one asked for and not yet delivered."""
+        left, self._failed = self._failed, []
+        if not self.usable:
+            left.extend(self._undelivered.values())
+            self._undelivered.clear()
+        return left
 
     def close(self) -> None:
         """Stop the compile processes (a compile in progress is finished first: no thread stays behind, so a

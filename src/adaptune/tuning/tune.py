@@ -158,16 +158,18 @@ class _Session:
             self.measurer.prefetch(fresh)
 
     def _hand_over(self, config: dict[str, Any]) -> None:
-        """The binaries compiled ahead so far (this configuration's awaited) go to the worker; where none can
-        come, the worker is asked to compile ahead what is outstanding, as without compile processes."""
+        """The binaries compiled ahead so far (this configuration's awaited) go to the worker; what did not
+        compile there (and, once none can come, all that is outstanding) the worker compiles ahead itself, as
+        without compile processes."""
         ahead = self.ahead
         if ahead is None or not ahead.usable:
             return
         items = ahead.binaries(config)
         if items:
             self.measurer.preload(items)
-        if not ahead.usable:
-            self.measurer.prefetch(ahead.outstanding())
+        left = ahead.left_to_worker()
+        if left:
+            self.measurer.prefetch(left)
 
     def measure(self, config: dict[str, Any]) -> tuple[Result, bool]:
         """The configuration's result, and whether it came from the store."""
