@@ -43,6 +43,7 @@ from benchmarks.kt_examples.run import swap_imports
 tune = importlib.import_module("adaptune.tuning.tune")  # the module: the package's ``tune`` is its function
 _TIMES: dict[str, list[float]] = defaultdict(list)  # step -> durations (ms), in whichever process ran it
 _LOCK = threading.Lock()
+_STARTS: list[dict[str, float]] = []  # Measurer.start_phases of each worker started
 
 
 def _timed(owner: Any, name: str, step: str) -> None:
@@ -82,6 +83,13 @@ def _instrument() -> None:
             return {**original_stats(self), "probe_ms": {k: list(v) for k, v in _TIMES.items()}}
 
     runner.stats = stats
+    original_start = Measurer._start
+
+    def start(self: Any) -> None:  # the worker's own start phases (s from its fork or spawn)
+        original_start(self)
+        _STARTS.append(dict(self.start_phases))
+
+    Measurer._start = start
 
 
 def one(example: Path, processes: int, record: Path) -> None:
@@ -93,6 +101,7 @@ def one(example: Path, processes: int, record: Path) -> None:
 
     def recorded(*args: Any, **kwargs: Any) -> Any:
         _TIMES.clear()
+        _STARTS.clear()
         t0 = time.perf_counter()
         results, env = tune_kernel(*args, **kwargs)
         wall = time.perf_counter() - t0
@@ -100,6 +109,7 @@ def one(example: Path, processes: int, record: Path) -> None:
         worker = stats.pop("probe_ms", {})
         parent = {k: v for k, v in _TIMES.items() if k.startswith("parent.")}
         calls.append({"wall_s": wall, "results": len(results), "phases": env.get("phases"), "worker_stats": stats,
+                      "worker_start": env.get("worker_start"), "worker_start_phases": list(_STARTS),
                       "steps": {k: _summary(v) for k, v in sorted({**parent, **worker}.items())}})
         return results, env
 
