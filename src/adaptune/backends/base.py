@@ -134,6 +134,7 @@ class Backend(ABC):
         self.compiles = 0  # real compiler invocations (cache misses)
         self.warm_up_kernel: Any = None  # built by warm_up
         self._warm_up_tried = False
+        self._warm_up_lock = threading.Lock()
 
     # --- compilation -------------------------------------------------------------------------
     def compile(self, source: str, name: str, defines: Mapping[str, Any] | None = None,
@@ -273,13 +274,15 @@ class Backend(ABC):
 
     def warm_up(self) -> None:
         """Build :attr:`warm_up_source` once, so loading the compiler is paid before the first real compile
-        (a worker does it while its parent still prepares the run); a failure is left to that compile. The
-        kernel stays in :attr:`warm_up_kernel` (CUDA's is the hold before short timed launches). Tried once: a
-        caller that asks again after a failure (CUDA's timed launches) does not build it again each time."""
-        if self.warm_up_source and not self._warm_up_tried:
-            self._warm_up_tried = True
-            with contextlib.suppress(Exception):
-                self.warm_up_kernel = self._build(self.warm_up_source, "adaptune_warm_up", ())
+        (a worker does it in a thread from the moment its device is open); a failure is left to that compile.
+        The kernel stays in :attr:`warm_up_kernel` (CUDA's is the hold before short timed launches). Tried
+        once: a caller that asks while it is being built waits for it, one that asks again after a failure
+        (CUDA's timed launches) does not build it again each time."""
+        with self._warm_up_lock:
+            if self.warm_up_source and not self._warm_up_tried:
+                self._warm_up_tried = True
+                with contextlib.suppress(Exception):
+                    self.warm_up_kernel = self._build(self.warm_up_source, "adaptune_warm_up", ())
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends need nothing
         """Release the context (optional)."""

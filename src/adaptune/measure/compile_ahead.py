@@ -58,15 +58,25 @@ def gpu_target() -> str | None:
     return cuda_target(f"{major}.{minor}")
 
 
-def _init(spec: KernelSpec, backend: str) -> None:
-    _STATE.update(spec=spec, backend=backend)
+def _init(spec: KernelSpec, backend: str, found: Any) -> None:
+    _STATE.update(spec=spec, backend=backend, found=found)
+
+
+def _target() -> str | None:
+    """The GPUs' architecture, asked of NVML by the first compile process only and shared with the others:
+    eight ``nvmlInit`` at once, beside the worker's ``cuInit``, delayed its device by ~0.1 s on an H100."""
+    if "target" not in _STATE:
+        found = _STATE["found"]
+        with found.get_lock():
+            if not found.value:
+                found.value = (gpu_target() or "-").encode()
+            _STATE["target"] = None if found.value == b"-" else found.value.decode()
+    return _STATE["target"]
 
 
 def _compile(config: dict[str, Any]) -> tuple[str | None, list[tuple[dict[str, Any], Any]]]:
     """(the target compiled for, [(config, binary)]): no binary where it does not compile here."""
-    if "target" not in _STATE:
-        _STATE["target"] = gpu_target()
-    target = _STATE["target"]
+    target = _target()
     if target is None:
         return None, []
     return target, compile_binaries(_STATE["spec"], _STATE["backend"], target, [config])
@@ -106,8 +116,10 @@ class CompileAhead:
         """Fork the compile processes and hand them what was asked so far."""
         if self._pool is not None:
             return
-        self._pool = ProcessPoolExecutor(self.processes, mp_context=multiprocessing.get_context("fork"),
-                                         initializer=_init, initargs=(self.spec, self.backend))
+        fork = multiprocessing.get_context("fork")
+        found = fork.Array("c", 32)  # the target, once a compile process has asked NVML (a semaphore: no thread)
+        self._pool = ProcessPoolExecutor(self.processes, mp_context=fork, initializer=_init,
+                                         initargs=(self.spec, self.backend, found))
         for key, config in self._undelivered.items():
             self._futures[key] = self._pool.submit(_compile, config)
 

@@ -16,7 +16,8 @@ arrives, so the device context is ready while the parent still prepares the spec
 (:func:`adaptune.measure.process.spare_worker`); the payload is unpickled as it arrives (the modules it
 names are imported then), beside the device's opening. ``start_phases`` are ``time.monotonic()`` stamps (one
 clock for every process of the machine) of the moments its start reached: ``imported``, ``device_opened``
-and ``warm_up_built`` (with ``WARM``: the compiler's warm-up build runs beside the runner's set-up),
+and ``warm_up_built`` (with ``WARM``: the compiler's warm-up build runs in a thread from then on, beside the
+runner's set-up and the first measurements, and is stamped only when it ended before ``ready``),
 ``setup_received``, ``runner_ready``.
 """
 
@@ -115,7 +116,7 @@ class Opened:
     warming: Future | None = None
 
     def settle(self) -> None:
-        """Wait for the warm-up build: the compiler is loaded before the first compile is asked for."""
+        """Wait for the warm-up build (before the backend is closed)."""
         if self.warming is not None:
             with contextlib.suppress(Exception):
                 self.warming.result()
@@ -154,17 +155,20 @@ def serve(conn: Connection, loaded: Any, warmed: Opened | None = None, phases: d
             if opened is None:
                 warmed.settle()
                 warmed.backend.close()
+        # the warm-up build is not waited for here (~0.1 s of an H100 worker's 0.5-0.8 s start): a worker sent
+        # binaries compiled elsewhere may never compile, a first compile loads the compiler beside it, and a
+        # held launch that needs its kernel waits for it (Backend.warm_up)
         runner = make_runner(spec, backend, settings, device, opened)
-        if warmed is not None:
-            warmed.settle()
     except Exception as exc:  # setup failures go back to the parent as one message
         conn.send(("setup_error", f"{type(exc).__name__}: {exc}"))
         return
     phases["runner_ready"] = time.monotonic()
-    conn.send(("ready", runner.device_info(), phases))
+    conn.send(("ready", runner.device_info(), dict(phases)))  # a copy: the warm-up thread may stamp it now
     try:
         _serve(conn, runner)
     finally:
+        if warmed is not None:
+            warmed.settle()  # no build left running in a context being closed
         with contextlib.suppress(Exception):  # a poisoned CUDA context fails even to close
             runner.close()
 
