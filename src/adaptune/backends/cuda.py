@@ -8,6 +8,12 @@ kernels and C++ templates (``name<128,float>``) both work.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from adaptune.backends.base import Backend, BackendError, CompileError, DeviceArray, DeviceLimits, Grid
+from adaptune.backends.binary import cuda_target
 from adaptune.records import DeviceInfo
 
 #: Host time from the start event to the end event above which a timed launch counts as held up: the stream is idle
@@ -42,12 +49,41 @@ extern "C" __global__ void adaptune_warm_up(unsigned long long ns) {
 '''
 
 
+_driver_start: threading.Thread | None = None  # start_driver's thread, joined once CuPy is imported
+
+
+def start_driver(device: Any = 0) -> None:
+    """Start CUDA's driver (``cuInit``, and ``device``'s primary context where it is an index) in a thread, so
+    it runs beside CuPy's import: a worker forked on an H100 had device 0 open 0.41 s after the fork instead
+    of 0.62 (``benchmarks/kt_examples/results/compile_ahead_h100/device_open_d312e00``). CuPy's runtime then
+    finds the primary context made; the reference taken here lasts as long as the process (a worker's). Only
+    for a process that is to hold the device: a started driver refuses later forks. Failures are left to CuPy,
+    which reports them."""
+    global _driver_start
+    if _driver_start is None:
+        _driver_start = threading.Thread(target=_start_driver, args=(device,), daemon=True,
+                                         name="adaptune-cuda-driver")
+        _driver_start.start()
+
+
+def _start_driver(device: Any) -> None:
+    with contextlib.suppress(Exception):  # no driver here: CuPy's first call says so
+        cuda = ctypes.CDLL(ctypes.util.find_library("cuda") or "libcuda.so.1")
+        if cuda.cuInit(0) != 0 or not (device is None or isinstance(device, int)):
+            return
+        handle, context = ctypes.c_int(), ctypes.c_void_p()
+        if cuda.cuDeviceGet(ctypes.byref(handle), device or 0) == 0:
+            cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle)
+
+
 def _cupy() -> Any:
     try:
-        import cupy
+        import cupy  # optional (adaptune[cuda]): imported where the backend is made, not with adaptune
     except ImportError as exc:
         raise BackendError("the cuda backend needs CuPy: install adaptune[cuda] "
                            "(pip install 'adaptune[cuda]')") from exc
+    if _driver_start is not None:  # its cuInit ends before CuPy's first call
+        _driver_start.join()
     return cupy
 
 
@@ -74,8 +110,6 @@ class CUDABackend(Backend):
         self._end = cp.cuda.Event()
         self._last_ms: dict[int, float] = {}  # id(kernel) -> its last timed run
         if cache_dir:
-            import os
-
             os.environ["CUPY_CACHE_DIR"] = str(cache_dir)
         props = cp.cuda.runtime.getDeviceProperties(index)
         name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
@@ -121,14 +155,9 @@ class CUDABackend(Backend):
         return kernel
 
     def binary_target(self) -> str | None:
-        from adaptune.backends.binary import cuda_target
-
         return cuda_target(self._info.properties["compute_capability"])
 
     def _load_binary(self, binary: Any) -> Any:
-        import os
-        import tempfile
-
         fd, path = tempfile.mkstemp(suffix=".cubin")  # RawModule loads a cubin from a file (public API)
         try:
             with os.fdopen(fd, "wb") as f:

@@ -40,6 +40,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from adaptune.backends import make_backend
+from adaptune.backends.cuda import start_driver
 from adaptune.measure.channel import receive_buffers
 from adaptune.measure.geometry import SpecError
 from adaptune.measure.runners import exception_text, make_runner
@@ -128,6 +129,8 @@ def _open(text: str) -> Opened | None:
     try:
         name, device = json.loads(text)
         device = tuple(device) if isinstance(device, list) else device
+        if name == "cuda":
+            start_driver(device)  # beside CuPy's import, which make_backend does
         return Opened(name, device, make_backend(name, device))
     except Exception:  # noqa: BLE001 - only a head start: the setup message repeats the work and reports errors
         return None
