@@ -9,7 +9,8 @@ and 8 alternating, with timers wrapped around the steps of a measurement on both
   loop as a whole;
 - the worker (forked from it, so the wrappers are there too): each ``KernelRunner.measure``, its ``_benchmark``
   (checking the output and timing), the check itself, copying outputs back, and in its compile pool each
-  binary's load and each compile.
+  binary's load and each compile;
+- the compile processes (forked too): each job, its NVML query and its compile, as (pid, start, ms).
 
     python -m benchmarks.kt_examples.phases --kt-repo PATH --example examples/cuda/matmul.py --rounds 2 --out DIR
 """
@@ -34,7 +35,7 @@ from typing import Any
 
 import adaptune
 from adaptune.backends.cuda import CUDABackend
-from adaptune.measure import runners
+from adaptune.measure import compile_ahead, runners
 from adaptune.measure.measurer import Measurer
 from adaptune.store import Store
 from benchmarks.harness import run_metadata, study_parser, write_results
@@ -62,6 +63,24 @@ def _timed(owner: Any, name: str, step: str) -> None:
     setattr(owner, name, wrapper)
 
 
+def _logged(owner: Any, name: str, step: str) -> None:
+    """Wrap ``owner.name`` for the compile processes (forked from this one): each call's start (perf_counter,
+    one clock for every process of the machine), duration and pid go to the file ``PHASES_CHILD_LOG`` names."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            line = json.dumps({"step": step, "pid": os.getpid(), "start": t0, "ms": (time.perf_counter() - t0) * 1e3})
+            with open(os.environ["PHASES_CHILD_LOG"], "a") as log:
+                log.write(line + "\n")
+
+    setattr(owner, name, wrapper)
+
+
 def _instrument() -> None:
     runner = runners.KernelRunner
     for owner, name, step in [(Measurer, "measure", "parent.measure_round_trip"),
@@ -76,6 +95,10 @@ def _instrument() -> None:
                               (runners, "collect", "worker.timed_samples"),
                               (CUDABackend, "copy_out", "worker.copy_out")]:
         _timed(owner, name, step)
+    for owner, name, step in [(compile_ahead, "gpu_target", "compile_process.nvml"),
+                              (compile_ahead, "compile_binaries", "compile_process.compile"),
+                              (compile_ahead, "_compile", "compile_process.job")]:
+        _logged(owner, name, step)
     original_stats = runner.stats
 
     def stats(self: Any) -> dict[str, Any]:  # the worker's timers ride back with its counters
@@ -102,14 +125,18 @@ def one(example: Path, processes: int, record: Path) -> None:
     def recorded(*args: Any, **kwargs: Any) -> Any:
         _TIMES.clear()
         _STARTS.clear()
+        log = Path(os.environ["PHASES_CHILD_LOG"])
+        log.unlink(missing_ok=True)
         t0 = time.perf_counter()
         results, env = tune_kernel(*args, **kwargs)
         wall = time.perf_counter() - t0
+        children = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
         stats = dict(env.get("worker_stats") or {})
         worker = stats.pop("probe_ms", {})
         parent = {k: v for k, v in _TIMES.items() if k.startswith("parent.")}
         calls.append({"wall_s": wall, "results": len(results), "phases": env.get("phases"), "worker_stats": stats,
                       "worker_start": env.get("worker_start"), "worker_start_phases": list(_STARTS),
+                      "compile_processes": [{**c, "start": round(c["start"] - t0, 4)} for c in children],
                       "steps": {k: _summary(v) for k, v in sorted({**parent, **worker}.items())}})
         return results, env
 
@@ -136,7 +163,8 @@ def run_once(repo: Path, example: str, processes: int, work: Path) -> dict[str, 
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root),
                                                         *filter(None, [os.environ.get("PYTHONPATH")])]),
-           "ADAPTUNE_DB": str(folder / "adaptune.db"), "CUPY_CACHE_DIR": str(folder / "cupy_cache")}
+           "ADAPTUNE_DB": str(folder / "adaptune.db"), "CUPY_CACHE_DIR": str(folder / "cupy_cache"),
+           "PHASES_CHILD_LOG": str(folder / "_compile_processes.jsonl")}
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "benchmarks.kt_examples.phases", "--one", str(target),
                            "--processes", str(processes), "--record", str(record)],
