@@ -20,7 +20,7 @@
 #   kt_examples BATCHES    Kernel Tuner's CUDA examples, import line swapped, beside Kernel Tuner 1.5 (BATCH 0:
 #                          the drop-in's CUDA test; 1-4: the examples, each refereed; 5: the worker's start
 #                          phases, and before/after with .carry/before: a call of its own; 6: reduction.py,
-#                          adaptune alone, 400 s; 8: the examples $KT_EXAMPLES names; several as 0,4 in one call, which stops
+#                          adaptune alone, 400 s; 8: the examples $KT_EXAMPLES names, KT_LIMIT_S each, default 60; several as 0,4 in one call, which stops
 #                          starting examples before KT_DEADLINE_S, default 540 s; KT_REFEREE_ROUNDS, default 5);
 #                          carry .carry/kt  <= 10 min
 #                          "kt_examples spread" with KT_GROUPS: one group of examples per GPU at once (kt_spread)
@@ -194,7 +194,8 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
       4) examples=vector_add.py,vector_add_codegen.py,vector_add_cupy.py,vector_add_custom_strategy.py,vector_add_jinja.py,vector_add_jinja2.py,vector_add_metric.py,vector_add_nvcuda.py,vector_add_observers.py,vector_add_blocksize.py,vector_add_defines.py,python_kernel.py,python_kernel_cupy.py,vector_add_observers_pmt.py,vector_add_tegra_observer.py,vector_add_observers_ncu.py,going_green_performance_model.py ;;
       6) examples=reduction.py limit=400 tools=adaptune ;;  # its 12 calls through, adaptune alone (KT passed 170 s)
       7) examples=vector_add_jinja2.py limit=420 tools=adaptune ;;  # its 3 072 configurations, adaptune alone
-      8) examples=${KT_EXAMPLES:?batch 8 runs the examples KT_EXAMPLES names (file names, comma-separated)} ;;
+      8) examples=${KT_EXAMPLES:?batch 8 runs the examples KT_EXAMPLES names (file names, comma-separated)}
+         limit=${KT_LIMIT_S:-60} ;;
       *) echo "kt_examples: batches 0-8"; return 1 ;;
     esac
     local left=$(( deadline - $(date +%s) + t0 ))
