@@ -134,6 +134,7 @@ def run_referee(entry: dict[str, Any], script: Path, work: Path, limit_s: float,
     pairs = pairs_to_judge(entry["kernel_tuner"]["calls"], entry["adaptune"]["calls"])
     if not any(p and p["kernel_tuner"] != p["adaptune"] for p in pairs):
         return None
+    work.mkdir(parents=True, exist_ok=True)  # made by the tools' runs, unless the referee runs alone
     path = work / "pairs.json"
     path.write_text(json.dumps(pairs))
     return run_tool("referee", script, work, limit_s, (str(path), str(rounds)))
@@ -254,6 +255,10 @@ def main() -> None:
     ap.add_argument("--device", default=None, help="device name for the results' metadata")
     ap.add_argument("--referee-rounds", type=int, default=5,
                     help="rounds of the referee's A/B re-timing of both bests (0: no referee)")
+    ap.add_argument("--referee-again", type=Path, default=None,
+                    help="instead of tuning: the referee again (--referee-rounds rounds) on the bests this results "
+                         "file recorded for the examples (--examples) both tools completed; the earlier referee is "
+                         "kept as earlier_referee")
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="start no example that could not end (both tools at the time limit) this many seconds "
                          "after the start; those left are listed as not run")
@@ -271,6 +276,7 @@ def main() -> None:
     metadata = run_metadata(args.device)
     report: dict[str, Any] = {"runs": [{"lang": args.lang, "time_limit_s": args.time_limit, **{
         k: metadata[k] for k in ("device", "date", "commit", "host")}}], "examples": {}}
+    earlier = json.loads(args.referee_again.read_text())["examples"] if args.referee_again else None
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kt_examples_") as tmp:
         source = Path(tmp) / "kt"
@@ -290,7 +296,14 @@ def main() -> None:
             if args.deadline_s is not None and time.perf_counter() - began + worst_s > args.deadline_s:
                 report["examples"][name] = {"not_run": f"not run: the {args.deadline_s:g} s deadline of this call"}
                 continue
-            entry: dict[str, Any] = {}
+            if earlier is not None:  # the same pairs, judged again with more rounds
+                entry = dict(earlier.get(name) or {})
+                if not compare(entry.get("adaptune", {}), entry.get("kernel_tuner", {})).get("both_complete"):
+                    continue
+                entry["earlier_referee"] = entry.get("referee")
+                tools = []
+            else:
+                entry = {}
             for tool in tools:
                 print(f"{name}: {tool} ...", file=sys.stderr, flush=True)
                 entry[tool] = run_tool(tool, script, Path(tmp) / "runs" / script.parent.name / script.stem,
