@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
 
 import numpy as np
 import pytest
@@ -142,3 +143,31 @@ def test_a_warm_up_that_fails_is_tried_once(ocl):
     assert backend.warm_up_kernel is None and Broken.builds == 1
     ocl.warm_up()
     assert ocl.warm_up_kernel is not None  # the real one builds
+
+
+def test_a_caller_asking_for_the_warm_up_while_it_builds_waits_for_its_kernel(ocl):
+    # the worker builds it in a thread and reports ready meanwhile; a held launch asking for it must get the kernel
+    started, release = threading.Event(), threading.Event()
+
+    class Slow(type(ocl)):
+        builds = 0
+
+        def _build(self, *args, **kwargs):
+            Slow.builds += 1
+            started.set()
+            release.wait(10)
+            return super()._build(*args, **kwargs)
+
+    backend = Slow(0)
+    builder = threading.Thread(target=backend.warm_up)
+    builder.start()
+    assert started.wait(10)
+    seen = []
+    asker = threading.Thread(target=lambda: (backend.warm_up(), seen.append(backend.warm_up_kernel)))
+    asker.start()
+    asker.join(0.2)
+    assert asker.is_alive()  # waiting for the build, not returning without the kernel
+    release.set()
+    builder.join(10)
+    asker.join(10)
+    assert Slow.builds == 1 and seen and seen[0] is not None
