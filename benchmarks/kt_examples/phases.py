@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,8 @@ _LOCK = threading.Lock()
 _STARTS: list[dict[str, float]] = []  # Measurer.start_phases of each worker started
 
 
-def _timed(owner: Any, name: str, step: str) -> None:
-    """Wrap ``owner.name`` so each call's duration is added to ``step``."""
+def _wrap(owner: Any, name: str, step: str, record: Callable[[str, float, float], None]) -> None:
+    """Wrap ``owner.name`` so each call's ``record(step, start, ms)``."""
     original = getattr(owner, name)
 
     @functools.wraps(original)
@@ -57,28 +58,23 @@ def _timed(owner: Any, name: str, step: str) -> None:
         try:
             return original(*args, **kwargs)
         finally:
-            with _LOCK:
-                _TIMES[step].append((time.perf_counter() - t0) * 1e3)
+            record(step, t0, (time.perf_counter() - t0) * 1e3)
 
     setattr(owner, name, wrapper)
 
 
-def _logged(owner: Any, name: str, step: str) -> None:
-    """Wrap ``owner.name`` for the compile processes (forked from this one): each call's start (perf_counter,
-    one clock for every process of the machine), duration and pid go to the file ``PHASES_CHILD_LOG`` names."""
-    original = getattr(owner, name)
+def _in_memory(step: str, start: float, ms: float) -> None:
+    """This process's (or the worker's, which sends its own back with its stats) durations per step."""
+    with _LOCK:
+        _TIMES[step].append(ms)
 
-    @functools.wraps(original)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            line = json.dumps({"step": step, "pid": os.getpid(), "start": t0, "ms": (time.perf_counter() - t0) * 1e3})
-            with open(os.environ["PHASES_CHILD_LOG"], "a") as log:
-                log.write(line + "\n")
 
-    setattr(owner, name, wrapper)
+def _to_log(step: str, start: float, ms: float) -> None:
+    """For the compile processes (forked from this one): start (perf_counter, one clock for every process of the
+    machine), duration and pid, a line each, to the file ``PHASES_CHILD_LOG`` names."""
+    line = json.dumps({"step": step, "pid": os.getpid(), "start": start, "ms": ms})
+    with open(os.environ["PHASES_CHILD_LOG"], "a") as log:
+        log.write(line + "\n")
 
 
 def _instrument() -> None:
@@ -94,11 +90,11 @@ def _instrument() -> None:
                               (runners, "check", "worker.check"),
                               (runners, "collect", "worker.timed_samples"),
                               (CUDABackend, "copy_out", "worker.copy_out")]:
-        _timed(owner, name, step)
+        _wrap(owner, name, step, _in_memory)
     for owner, name, step in [(compile_ahead, "gpu_target", "compile_process.nvml"),
                               (compile_ahead, "compile_binaries", "compile_process.compile"),
                               (compile_ahead, "_compile", "compile_process.job")]:
-        _logged(owner, name, step)
+        _wrap(owner, name, step, _to_log)
     original_stats = runner.stats
 
     def stats(self: Any) -> dict[str, Any]:  # the worker's timers ride back with its counters
