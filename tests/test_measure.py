@@ -28,6 +28,7 @@ from adaptune.measure import (
     MeasureSetupError,
     SpecError,
     process,
+    worker_boot,
 )
 from adaptune.measure.runners import KernelRunner
 from adaptune.records import Status
@@ -187,6 +188,19 @@ def test_the_worker_starts_without_the_parents_modules_and_generated_texts_add_n
                       answer=[None, None, A + B, None])
     with Measurer(spec, "opencl", MeasureSettings(repeats=1, warmup=0)) as m:
         assert m.measure(cfg(0)).ok and m.measure(cfg(1)).status is Status.WRONG_RESULT
+
+
+def test_an_execd_workers_entry_imports_nothing_heavy_before_it_starts_cudas_driver():
+    """``worker_boot`` starts CUDA's driver before the worker's imports (so they overlap): it must not import NumPy
+    or CuPy itself, and it reads the device from ``WARM`` (another backend's starts nothing)."""
+    code = ("import sys, adaptune.measure.worker_boot; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'cupy')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=process.child_env(), check=True)
+    assert out.stdout.decode().strip() == "[]", out.stderr.decode()
+    assert worker_boot.cuda_device(["3", "4", '["cuda", 1]']) == (True, 1)
+    assert worker_boot.cuda_device(["3", "4", '["opencl", [0, 0]]'])[0] is False
+    assert worker_boot.cuda_device(["3", "4"]) == (False, None)
+    assert worker_boot.cuda_device(["3", "4", "not json"]) == (False, None)
 
 
 IN_PLACE_SOURCE = """

@@ -8,18 +8,15 @@ kernels and C++ templates (``name<128,float>``) both work.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from adaptune import _cuda_driver
 from adaptune.backends.base import Backend, BackendError, CompileError, DeviceArray, DeviceLimits, Grid
 from adaptune.backends.binary import cuda_target
 from adaptune.records import DeviceInfo
@@ -49,41 +46,13 @@ extern "C" __global__ void adaptune_warm_up(unsigned long long ns) {
 '''
 
 
-_driver_start: threading.Thread | None = None  # start_driver's thread, joined once CuPy is imported
-
-
-def start_driver(device: Any = 0) -> None:
-    """Start CUDA's driver (``cuInit``, and ``device``'s primary context where it is an index) in a thread, so
-    it runs beside CuPy's import: a worker forked on an H100 had device 0 open 0.41 s after the fork instead
-    of 0.62 (``benchmarks/kt_examples/results/compile_ahead_h100/device_open_d312e00``). CuPy's runtime then
-    finds the primary context made; the reference taken here lasts as long as the process (a worker's). Only
-    for a process that is to hold the device: a started driver refuses later forks. Failures are left to CuPy,
-    which reports them."""
-    global _driver_start
-    if _driver_start is None:
-        _driver_start = threading.Thread(target=_start_driver, args=(device,), daemon=True,
-                                         name="adaptune-cuda-driver")
-        _driver_start.start()
-
-
-def _start_driver(device: Any) -> None:
-    with contextlib.suppress(Exception):  # no driver here: CuPy's first call says so
-        cuda = ctypes.CDLL(ctypes.util.find_library("cuda") or "libcuda.so.1")
-        if cuda.cuInit(0) != 0 or not (device is None or isinstance(device, int)):
-            return
-        handle, context = ctypes.c_int(), ctypes.c_void_p()
-        if cuda.cuDeviceGet(ctypes.byref(handle), device or 0) == 0:
-            cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), handle)
-
-
 def _cupy() -> Any:
     try:
         import cupy  # optional (adaptune[cuda]): imported where the backend is made, not with adaptune
     except ImportError as exc:
         raise BackendError("the cuda backend needs CuPy: install adaptune[cuda] "
                            "(pip install 'adaptune[cuda]')") from exc
-    if _driver_start is not None:  # its cuInit ends before CuPy's first call
-        _driver_start.join()
+    _cuda_driver.wait()  # a driver started beside the import (the worker's) is up before CuPy's first call
     return cupy
 
 

@@ -2,7 +2,7 @@
 
 Why not multiprocessing: ``spawn`` re-imports the user's ``__main__`` in the child, so a script
 without an ``if __name__ == "__main__":`` guard re-runs itself and hangs. Here the child runs
-``python -m adaptune.measure.worker``; it sees the parent's ``sys.path`` (through ``PYTHONPATH``)
+``python -m adaptune.measure.worker_boot`` (the worker, its CUDA driver started before its imports); it sees the parent's ``sys.path`` (through ``PYTHONPATH``)
 and working directory, so whatever the parent could import the worker can import too. Its stderr
 goes to a temporary file whose tail is quoted when the worker dies.
 
@@ -142,7 +142,7 @@ class WorkerProcess:
             if method == "fork":
                 raise WorkerStartError(f"ADAPTUNE_WORKER_START=fork, but the worker cannot be forked: {refusal}")
             why = refusal
-        proc = subprocess.Popen([python_executable(), "-m", "adaptune.measure.worker", *argv],
+        proc = subprocess.Popen([python_executable(), "-m", "adaptune.measure.worker_boot", *argv],
                                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=self._stderr,
                                 cwd=os.getcwd(), env=child_env(), close_fds=True)
         return proc, f"exec ({why})"

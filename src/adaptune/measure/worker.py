@@ -1,6 +1,6 @@
 """The worker process: owns the device context and the resident argument buffers.
 
-It is started as adaptune's own program (``python -m adaptune.measure.worker FD PARENT_PID [WARM]``), never
+It is started as adaptune's own program (``python -m adaptune.measure.worker_boot FD PARENT_PID [WARM]``), never
 by re-importing the user's ``__main__``, so tuning works from a script without a main guard, a
 notebook, ``python -c`` or ``python - < file`` -- or, where that is safe, forked from the parent, whose child calls
 :func:`main` with the same arguments (:mod:`adaptune.measure.fork`). It answers messages from
@@ -39,8 +39,8 @@ from functools import partial
 from multiprocessing.connection import Connection
 from typing import Any
 
+from adaptune import _cuda_driver
 from adaptune.backends import make_backend
-from adaptune.backends.cuda import start_driver
 from adaptune.measure.channel import receive_buffers
 from adaptune.measure.geometry import SpecError
 from adaptune.measure.runners import exception_text, make_runner
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) not in (2, 3):
         sys.exit("adaptune.measure.worker is started by adaptune's Measurer, not by hand "
-                 "(usage: python -m adaptune.measure.worker FD PARENT_PID [WARM])")
+                 "(usage: python -m adaptune.measure.worker_boot FD PARENT_PID [WARM])")
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle, from the first moment
     fd, parent_pid = int(argv[0]), int(argv[1])
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True,
@@ -130,7 +130,7 @@ def _open(text: str) -> Opened | None:
         name, device = json.loads(text)
         device = tuple(device) if isinstance(device, list) else device
         if name == "cuda":
-            start_driver(device)  # beside CuPy's import, which make_backend does
+            _cuda_driver.start(device)  # beside CuPy's import, which make_backend does (once: worker_boot may have)
         return Opened(name, device, make_backend(name, device))
     except Exception:  # noqa: BLE001 - only a head start: the setup message repeats the work and reports errors
         return None
