@@ -85,6 +85,7 @@ def _instrument() -> None:
                               (tune, "_search_loop", "parent.search_loop"),
                               (runner, "measure", "worker.measure"),
                               (runner, "_benchmark", "worker.benchmark_and_check"),
+                              (runner, "_run", "worker.untimed_run"),
                               (runner, "_load", "worker.pool_load"),
                               (runner, "_compile", "worker.pool_compile_or_cache"),
                               (runners, "check", "worker.check"),
@@ -160,7 +161,8 @@ def run_once(repo: Path, example: str, processes: int, work: Path) -> dict[str, 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "src"), str(root),
                                                         *filter(None, [os.environ.get("PYTHONPATH")])]),
            "ADAPTUNE_DB": str(folder / "adaptune.db"), "CUPY_CACHE_DIR": str(folder / "cupy_cache"),
-           "PHASES_CHILD_LOG": str(folder / "_compile_processes.jsonl")}
+           "PHASES_CHILD_LOG": str(folder / "_compile_processes.jsonl"),
+           "POCL_KERNEL_CACHE": "0", "PYOPENCL_NO_CACHE": "1"}  # as run.py: no compiled kernel from a run before
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "benchmarks.kt_examples.phases", "--one", str(target),
                            "--processes", str(processes), "--record", str(record)],
