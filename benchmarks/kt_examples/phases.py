@@ -8,8 +8,8 @@ and 8 alternating, with timers wrapped around the steps of a measurement on both
 - the tuning process: each ``Measurer.measure`` round trip, handing binaries over, storing results, the search
   loop as a whole;
 - the worker (forked from it, so the wrappers are there too): each ``KernelRunner.measure``, its ``_benchmark``
-  (checking the output and timing), the check itself, copying outputs back, and in its compile pool each
-  binary's load and each compile;
+  (checking the output and timing), its untimed runs' enqueue, the timed samples, the check itself, copying
+  outputs back, and in its compile pool each binary's load and each compile;
 - the compile processes (forked too): each job, its NVML query and its compile, as (pid, start, ms).
 
     python -m benchmarks.kt_examples.phases --kt-repo PATH --example examples/cuda/matmul.py --rounds 2 --out DIR
