@@ -13,10 +13,13 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless back
 
 def plot_bars(path: str | Path, labels: Sequence[str], values: Sequence[float], *,
               errors: Sequence[float] | None = None, ylabel: str = "", title: str = "",
-              log: bool = False) -> Path:
-    """A bar chart (one bar per label, optional error bars) saved as PNG."""
+              log: bool = False, references: Sequence[float] = ()) -> Path:
+    """A bar chart (one bar per label, optional error bars, a dashed line at each of ``references``) saved as
+    PNG."""
     fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(labels) + 2), 3.5))
     ax.bar(range(len(values)), values, yerr=errors, capsize=3, color="tab:blue")
+    for y in references:
+        ax.axhline(y, color="tab:red", linestyle="--", linewidth=1)
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
     if log:
         ax.set_yscale("log")

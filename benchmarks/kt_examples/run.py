@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from adaptune.store import Store
-from benchmarks.harness import run_metadata, study_parser, write_results
+from benchmarks.harness import plot_bars, run_metadata, study_parser, write_results
 from benchmarks.kt_examples.referee import TOLERANCE, pairs_to_judge
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -352,9 +352,24 @@ def write(out: str | Path, report: dict[str, Any], metadata: dict[str, Any]) -> 
         if "skipped" not in entry and "not_run" not in entry:
             entry["compare"] = compare(entry.get("adaptune", {}), entry.get("kernel_tuner", {}), entry.get("referee"))
     _summarise(report)
+    plotted = plot_ratios(Path(out) / "kt_examples.png", report)
+    notes = _notes(report) + ("\n\n![adaptune / Kernel Tuner per example](kt_examples.png)" if plotted else "")
     write_results(out, "kt_examples", report, table=[_row(n, e) for n, e in report["examples"].items()],
                   title="Kernel Tuner's examples: adaptune (import line swapped) beside Kernel Tuner",
-                  notes=_notes(report), metadata=metadata)
+                  notes=notes, metadata=metadata)
+
+
+def plot_ratios(path: Path, report: dict[str, Any]) -> bool:
+    """Each example both tools complete: adaptune's wall time inside ``tune_kernel`` over Kernel Tuner's, smallest
+    first, on a log scale, the 0.5 target and parity dashed. False when there is none to plot."""
+    ratios = sorted((e["compare"]["tune_wall_ratio"], name) for name, e in report["examples"].items()
+                    if e.get("compare", {}).get("tune_wall_ratio"))
+    if not ratios:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot_bars(path, [name for _, name in ratios], [r for r, _ in ratios], log=True, references=(0.5, 1.0),
+              ylabel="adaptune / Kernel Tuner", title="wall time inside tune_kernel, per example (0.5: target)")
+    return True
 
 
 def _language(name: str) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from benchmarks.kt_examples.referee import TOOLS, narrowed, replay_call, verdict
-from benchmarks.kt_examples.run import _summarise, compare, merged_examples, swap_imports
+from benchmarks.kt_examples.run import _summarise, compare, merged_examples, plot_ratios, swap_imports
 
 OPENCL_ADD = """__kernel void vector_add(__global float *c, __global const float *a, __global const float *b, int n) {
     int i = get_global_id(0);
@@ -129,3 +129,13 @@ def test_an_example_stopped_at_the_limit_ran_but_did_not_complete_and_an_error_d
     assert s["runnable"] == 3
     assert s["examples_ok_share"] == pytest.approx(1 / 3) and s["examples_ran_share"] == pytest.approx(2 / 3)
     assert s["kernel_tuner_ok_share"] == pytest.approx(1 / 3) and s["kernel_tuner_ran_share"] == pytest.approx(2 / 3)
+
+
+def test_the_ratio_plot_shows_each_example_both_tools_complete_and_none_without(tmp_path):
+    report = {"examples": {"cuda/a.py": {"compare": {"tune_wall_ratio": 0.4}},
+                           "cuda/b.py": {"compare": {"both_complete": False}},
+                           "cuda/c.py": {"skipped": "needs a Jetson"}}}
+    assert plot_ratios(tmp_path / "r.png", report)
+    assert (tmp_path / "r.png").read_bytes().startswith(b"\x89PNG")
+    assert not plot_ratios(tmp_path / "none.png", {"examples": {"cuda/b.py": {"compare": {}}}})
+    assert not (tmp_path / "none.png").exists()
