@@ -16,7 +16,7 @@ import pytest
 
 from adaptune.backends import make_backend
 from adaptune.measure import KernelSpec, compile_ahead
-from adaptune.measure.compile_ahead import CompileAhead, gpu_target
+from adaptune.measure.compile_ahead import CompileAhead, gpu_target, visible_gpus
 from adaptune.space import Space
 from adaptune.tuning import Problem, tune
 
@@ -35,6 +35,15 @@ FAILING = SOURCE.replace("extern", "#if block_size_x > 128\n#error too big\n#end
 def _spec() -> KernelSpec:
     return KernelSpec(SOURCE, "twice", [A, np.zeros_like(A), np.int32(N)], problem_size=N,
                       answer=[None, 2 * A, None])
+
+
+def test_only_the_gpus_cuda_visible_devices_names_are_asked_read_as_cuda_reads_it():
+    assert visible_gpus(None) is None  # unset: every GPU of the host
+    assert visible_gpus("2") == [2] and visible_gpus("1, 0") == [1, 0]
+    assert visible_gpus("GPU-5068ed7f-58af,3") == ["GPU-5068ed7f-58af", 3]
+    assert visible_gpus("") == [] and visible_gpus("-1") == []  # none visible: no binaries (the worker says why)
+    assert visible_gpus("0,x,1") == [0]  # CUDA stops at the first entry it cannot use
+    assert visible_gpus("MIG-abc") is None  # MIG instances: ask every GPU
 
 
 def test_only_cuda_kernels_are_compiled_ahead_and_the_processes_leave_no_thread():

@@ -39,18 +39,45 @@ PROCESSES_ENV = "ADAPTUNE_COMPILE_PROCESSES"
 _STATE: dict[str, Any] = {}  # in a compile process: the spec and backend, inherited through fork (never pickled)
 
 
+def visible_gpus(text: str | None) -> list[int | str] | None:
+    """The GPUs ``CUDA_VISIBLE_DEVICES`` (``text``) lets this process use, as indices or ``GPU-`` UUIDs, read as
+    CUDA reads it (up to the first entry it cannot use); None where it is unset or names MIG instances (then all
+    the host's GPUs are asked)."""
+    if text is None:
+        return None
+    out: list[int | str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if item.startswith("MIG-"):
+            return None
+        if item.isdigit():
+            out.append(int(item))
+        elif item.startswith("GPU-"):
+            out.append(item)
+        else:
+            break
+    return out
+
+
 def gpu_target() -> str | None:
-    """The cubin architecture of this host's GPUs (``sm_90``) from NVML, when they all share one; else None."""
+    """The cubin architecture of the GPUs this process may use (``sm_90``) from NVML, when they all share one; else
+    None. Only those ``CUDA_VISIBLE_DEVICES`` names are asked: fewer NVML queries, and a host with GPUs of two
+    kinds still gets binaries for the one a job sees. An index is NVML's (PCI order); where CUDA orders the GPUs
+    otherwise (``CUDA_DEVICE_ORDER`` unset on a host of mixed GPUs) and this picks another kind, the worker's own
+    architecture differs and its compiles take over (:meth:`CompileAhead.expect`)."""
     try:
         import pynvml  # nvidia-ml-py: optional (adaptune[cuda]); without it the worker compiles everything
 
         pynvml.nvmlInit()
         try:
-            found = {pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(i))
-                     for i in range(pynvml.nvmlDeviceGetCount())}
+            visible = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"))
+            handles = ([pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+                       if visible is None else
+                       [pynvml.nvmlDeviceGetHandleByUUID(v) if isinstance(v, str) else
+                        pynvml.nvmlDeviceGetHandleByIndex(v) for v in visible])
+            found = {pynvml.nvmlDeviceGetCudaComputeCapability(h) for h in handles}
         finally:
             pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no library, no driver, no GPU: nothing to compile for
+    except Exception:  # noqa: BLE001 - no library, no driver, no GPU, no such GPU: nothing to compile for
         return None
     if len(found) != 1:
         return None
