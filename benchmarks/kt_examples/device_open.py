@@ -7,48 +7,38 @@ CuPy (the tuning process has not) and then starts the driver. Each round forks a
 and adaptune imported, CuPy not, no driver started, as in a tuning call) that opens device 0 either
 - ``serial``: ``import cupy``, then the runtime's first call (``cuInit``, the primary context), a stream and the
   device's properties (what ``CUDABackend.__init__`` does), or
-- ``overlapped``: the same, with ``cuInit`` and the primary context's retain called through ``ctypes`` in a
-  thread started before ``import cupy``.
+- ``overlapped``: the same, with ``cuInit`` and the primary context's retain started in a thread before
+  ``import cupy`` (``adaptune._cuda_driver``, as the worker does; the committed run at d312e00 called the same
+  ``ctypes`` functions from this file and stamped them one by one).
 
     python -m benchmarks.kt_examples.device_open --rounds 7 --out DIR      # -> DIR/device_open.{json,md}
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import statistics
-import threading
 import time
 from typing import Any
 
-import adaptune  # noqa: F401 - imported before the fork, as in a tuning call
+from adaptune import _cuda_driver  # adaptune imported before the fork, as in a tuning call
 from benchmarks.harness import run_metadata, study_parser, write_results
 
 VARIANTS = ("serial", "overlapped")
 
 
-def _driver_start(stamps: dict[str, float]) -> None:
-    cuda = ctypes.CDLL("libcuda.so.1")
-    cuda.cuInit(0)
-    stamps["cu_init"] = time.perf_counter()
-    device, context = ctypes.c_int(), ctypes.c_void_p()
-    cuda.cuDeviceGet(ctypes.byref(device), 0)
-    cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device)
-    stamps["primary_context"] = time.perf_counter()
-
-
 def child(variant: str, t0: float) -> dict[str, float]:
     """Stamps (s from the fork) of each step of opening device 0 in this (forked) process."""
     stamps: dict[str, float] = {"forked": time.perf_counter()}
-    thread = None
     if variant == "overlapped":
-        thread = threading.Thread(target=_driver_start, args=(stamps,))
-        thread.start()
+        _cuda_driver.start(0)  # what the worker does
     import cupy  # here: the import is one of the steps timed
 
     stamps["cupy_imported"] = time.perf_counter()
+    if variant == "overlapped":
+        _cuda_driver.wait()  # as backends.cuda does before CuPy's first call
+        stamps["driver_up"] = time.perf_counter()
     cupy.cuda.runtime.getDeviceCount()
     cupy.cuda.Device(0).use()
     stamps["runtime_first_call"] = time.perf_counter()
@@ -56,8 +46,6 @@ def child(variant: str, t0: float) -> dict[str, float]:
     cupy.cuda.runtime.getDeviceProperties(0)
     cupy.cuda.Event()
     stamps["opened"] = time.perf_counter()
-    if thread is not None:
-        thread.join()
     return {k: v - t0 for k, v in stamps.items()}
 
 
