@@ -29,7 +29,8 @@ from typing import Any
 
 from adaptune.backends.binary import cuda_target
 from adaptune.measure.runners import compile_binaries
-from adaptune.measure.spec import KernelSpec, config_key
+from adaptune.measure.spec import KernelSpec
+from adaptune.store.codec import config_key  # the store's canonical key: one identity for a configuration
 
 #: compile processes: this many at most, and two cores left to the worker and this process
 MAX_PROCESSES = 8

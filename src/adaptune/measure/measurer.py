@@ -25,8 +25,9 @@ from adaptune.backends import BACKENDS
 from adaptune.measure.channel import send_setup
 from adaptune.measure.geometry import SpecError
 from adaptune.measure.process import WorkerProcess, take_spare, warm_argument
-from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings, config_key
+from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
 from adaptune.records import DeviceInfo, Result, Status
+from adaptune.store.codec import config_key  # the store's canonical key: one identity for a configuration
 
 #: Longest single wait for a message; a dead worker is noticed at least this often (seconds).
 POLL_S = 0.5

@@ -8,7 +8,6 @@ lambdas and closures defined in a script or notebook (sent by value).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,11 +23,6 @@ Tolerance = float | Sequence[float | None]
 Answer = Sequence[Any] | Callable[[list[Any]], bool] | None
 SizeTerm = int | str | Callable[[dict[str, Any]], int]
 LANGS = ("opencl", "cuda", "c")
-
-
-def config_key(config: Mapping[str, Any]) -> str:
-    """A configuration's canonical text: equal for equal configurations, whatever their key order."""
-    return json.dumps(dict(config), sort_keys=True, default=str)
 
 
 def _check_arguments(arguments: Sequence[Any]) -> None:
