@@ -165,6 +165,8 @@ class _Session:
         if ahead is None or not ahead.usable:
             return
         items = ahead.binaries(config)
+        self.stored.lookup(c for c, _ in items)  # the first ones were compiled before the store could be asked
+        items = [(c, b) for c, b in items if self.stored.get(c) is None]
         if items:
             self.measurer.preload(items)
         left = ahead.left_to_worker()
