@@ -24,6 +24,8 @@
 #                          starting examples before KT_DEADLINE_S, default 540 s; KT_REFEREE_ROUNDS, default 5);
 #                          carry .carry/kt  <= 10 min
 #                          "kt_examples spread" with KT_GROUPS: one group of examples per GPU at once (kt_spread)
+#                          KT_TOOLS (batch 8, spread): adaptune alone for spaces Kernel Tuner cannot finish;
+#                          KT_STORE_DIR: adaptune's stores kept there, so a later call resumes what the limit stopped
 #
 # Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: the device copy has no .git),
 # PYTHON (default python3). A folder .whl/ with an adaptune wheel is installed first when present.
@@ -195,13 +197,13 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
       6) examples=reduction.py limit=400 tools=adaptune ;;  # its 12 calls through, adaptune alone (KT passed 170 s)
       7) examples=vector_add_jinja2.py limit=420 tools=adaptune ;;  # its 3 072 configurations, adaptune alone
       8) examples=${KT_EXAMPLES:?batch 8 runs the examples KT_EXAMPLES names (file names, comma-separated)}
-         limit=${KT_LIMIT_S:-60} ;;
+         limit=${KT_LIMIT_S:-60} tools=${KT_TOOLS:-$tools} ;;
       *) echo "kt_examples: batches 0-8"; return 1 ;;
     esac
     local left=$(( deadline - $(date +%s) + t0 ))
     [ "$left" -gt 30 ] || { echo "batch $batch: no time left"; continue; }
     timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run --kt-repo $c/kernel_tuner --lang cuda \
-        --time-limit "$limit" --tools "$tools" --examples "$examples" --deadline-s "$left" \
+        --time-limit "$limit" --tools "$tools" --examples "$examples" --deadline-s "$left" ${KT_STORE_DIR:+--store-dir "$KT_STORE_DIR"} \
         --referee-rounds "${KT_REFEREE_ROUNDS:-5}" --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$OUT/kt_examples_$batch"
     elapsed "batch $batch done"
   done
@@ -226,6 +228,7 @@ kt_spread() {  # kt_examples spread: KT_GROUPS="LIMIT:EXAMPLES;LIMIT:EXAMPLES;..
       local left=$(( deadline - $(date +%s) + t0 ))
       timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run --kt-repo .carry/kt/kernel_tuner --lang cuda \
           --time-limit "$limit" --examples "$examples" --deadline-s "$left" --device "$name" \
+          --tools "${KT_TOOLS:-kernel_tuner,adaptune}" ${KT_STORE_DIR:+--store-dir "$KT_STORE_DIR"} \
           --out "$OUT/kt_examples_g$i" > "$OUT/kt_examples_g$i.log" 2>&1
       elapsed "group $i done"; tail -4 "$OUT/kt_examples_g$i.log"
     ) &

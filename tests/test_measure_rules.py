@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from adaptune.measure import KernelSpec, MeasureSettings, median_ci, poison_value, time_callable
+from adaptune.measure import KernelSpec, MeasureSettings, median_ci, poison_value, runners, time_callable
 from adaptune.measure.geometry import SpecError, kernel_defines, launch_geometry, template_args
 from adaptune.measure.timing import collect, median_is_known
 from adaptune.measure.verify import check
@@ -153,3 +153,12 @@ def test_nvml_without_pynvml_says_what_to_install():
 
     with pytest.raises(ObserverError, match=r"adaptune\[cuda\]"):
         NVMLObserver(0)
+
+
+@pytest.mark.parametrize(("cores", "c_threads", "nvrtc_threads"), [(2, 2, 2), (16, 14, 8), (64, 62, 8), (128, 64, 8)])
+def test_compile_threads_scale_with_cores_only_where_each_build_is_a_compiler_process(
+        monkeypatch, cores, c_threads, nvrtc_threads):
+    # the C backend's builds are g++/nvcc processes (threads only wait); NVRTC and OpenCL build inside the worker
+    monkeypatch.setattr(runners.os, "cpu_count", lambda: cores)
+    assert runners.compile_threads("c") == c_threads
+    assert runners.compile_threads("cuda") == runners.compile_threads("opencl") == nvrtc_threads

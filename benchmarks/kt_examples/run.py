@@ -89,9 +89,12 @@ def export_examples(repo: Path, folders: list[str], dest: Path) -> str:
     return commit
 
 
-def run_tool(tool: str, script: Path, work: Path, limit_s: float, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_tool(tool: str, script: Path, work: Path, limit_s: float, extra: tuple[str, ...] = (),
+             store_dir: Path | None = None) -> dict[str, Any]:
     """One tool on one example in a fresh copy of its folder; wall time, exit, calls, why it failed.
-    ``tool`` "referee" is Kernel Tuner replaying the calls' best pairs (``extra``: the pairs file, rounds)."""
+    ``tool`` "referee" is Kernel Tuner replaying the calls' best pairs (``extra``: the pairs file, rounds).
+    ``store_dir``: adaptune's store kept there (one per example), so that a run stopped at the limit resumes in
+    the next call (``resumed_from``: the results it found stored); else in the fresh copy."""
     folder = work / tool
     shutil.copytree(script.parent, folder)
     target = folder / script.name
@@ -100,9 +103,14 @@ def run_tool(tool: str, script: Path, work: Path, limit_s: float, extra: tuple[s
         text, changed = swap_imports(target.read_text())
         target.write_text(text)
     record = folder / "_probe.json"
+    db = folder / "adaptune.db"
+    if store_dir is not None and tool == "adaptune":
+        store_dir.mkdir(parents=True, exist_ok=True)
+        db = store_dir / f"{script.parent.name}_{script.stem}.db"
+    resumed_from = sum(s["measured"] for s in stored_progress(db, record.with_suffix(".started.json"))) if tool == "adaptune" else 0
     paths = [str(ROOT / "src"), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths),
-           "ADAPTUNE_DB": str(folder / "adaptune.db"), "POCL_KERNEL_CACHE": "0", "PYOPENCL_NO_CACHE": "1",
+           "ADAPTUNE_DB": str(db), "POCL_KERNEL_CACHE": "0", "PYOPENCL_NO_CACHE": "1",
            "CUPY_CACHE_DIR": str(folder / "cupy_cache"), "MPLBACKEND": "Agg"}
     start = time.perf_counter()
     with open(folder / "_stdout.txt", "w") as out, open(folder / "_stderr.txt", "w") as err:
@@ -117,8 +125,10 @@ def run_tool(tool: str, script: Path, work: Path, limit_s: float, extra: tuple[s
     status = "ok" if rc == 0 else "time_limit" if rc is None else "error"
     why = "" if rc == 0 else f"stopped at the {limit_s:g} s limit" if rc is None else _last_error(folder / "_stderr.txt")
     out = {"status": status, "wall_s": wall, "calls": calls, "why": why, "lines_changed": changed}
+    if resumed_from:
+        out["resumed_from"] = resumed_from
     if tool == "adaptune" and rc != 0:
-        out["stored"] = stored_progress(folder / "adaptune.db", record.with_suffix(".started.json"))
+        out["stored"] = stored_progress(db, record.with_suffix(".started.json"))
     return out
 
 
@@ -236,10 +246,12 @@ def _referee_text(referee: dict[str, Any] | None) -> str:
 
 
 def _stored_text(run: dict[str, Any]) -> str:
+    resumed = (f" (resumed from {run['resumed_from']} results an earlier call stored)" if run.get("resumed_from")
+               else "")
     stored = run.get("stored")
     if not stored:
-        return ""
-    return " (in its store: " + "; ".join(f"{s['kernel']} {s['measured']} of {s['configs_before_restrictions'] or '?'}"
+        return resumed
+    return resumed + " (in its store: " + "; ".join(f"{s['kernel']} {s['measured']} of {s['configs_before_restrictions'] or '?'}"
                                          " configurations" for s in stored) + ")"
 
 
@@ -259,6 +271,9 @@ def main() -> None:
                     help="instead of tuning: the referee again (--referee-rounds rounds) on the bests this results "
                          "file recorded for the examples (--examples) both tools completed; the earlier referee is "
                          "kept as earlier_referee")
+    ap.add_argument("--store-dir", type=Path, default=None,
+                    help="keep adaptune's store of each example here, so that one stopped at the time limit resumes "
+                         "when this is run again (default: a fresh store per run)")
     ap.add_argument("--deadline-s", type=float, default=None,
                     help="start no example that could not end (both tools at the time limit) this many seconds "
                          "after the start; those left are listed as not run")
@@ -307,7 +322,7 @@ def main() -> None:
             for tool in tools:
                 print(f"{name}: {tool} ...", file=sys.stderr, flush=True)
                 entry[tool] = run_tool(tool, script, Path(tmp) / "runs" / script.parent.name / script.stem,
-                                       args.time_limit)
+                                       args.time_limit, store_dir=args.store_dir)
                 print(f"  {entry[tool]['status']} in {entry[tool]['wall_s']:.1f} s {entry[tool]['why']}",
                       file=sys.stderr, flush=True)
             if args.referee_rounds > 0 and compare(entry.get("adaptune", {}), entry.get("kernel_tuner", {})).get(

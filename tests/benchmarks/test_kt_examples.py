@@ -7,7 +7,15 @@ import numpy as np
 import pytest
 
 from benchmarks.kt_examples.referee import TOOLS, narrowed, replay_call, verdict
-from benchmarks.kt_examples.run import _summarise, compare, merged_examples, plot_ratios, swap_imports
+from benchmarks.kt_examples.run import (
+    _stored_text,
+    _summarise,
+    compare,
+    merged_examples,
+    plot_ratios,
+    run_tool,
+    swap_imports,
+)
 
 OPENCL_ADD = """__kernel void vector_add(__global float *c, __global const float *a, __global const float *b, int n) {
     int i = get_global_id(0);
@@ -139,3 +147,27 @@ def test_the_ratio_plot_shows_each_example_both_tools_complete_and_none_without(
     assert (tmp_path / "r.png").read_bytes().startswith(b"\x89PNG")
     assert not plot_ratios(tmp_path / "none.png", {"examples": {"cuda/b.py": {"compare": {}}}})
     assert not (tmp_path / "none.png").exists()
+
+
+def test_a_kept_store_lets_the_next_run_of_an_example_resume(tmp_path):
+    # --store-dir: an example too long for one device call goes on in the next from what the first stored
+    pytest.importorskip("pyopencl")
+    script = tmp_path / "example" / "add.py"
+    script.parent.mkdir()
+    script.write_text(f'''import numpy
+import kernel_tuner
+KERNEL = """{OPENCL_ADD}"""
+n = 4096
+a, b = numpy.arange(n, dtype=numpy.float32), numpy.ones(n, dtype=numpy.float32)
+kernel_tuner.tune_kernel("vector_add", KERNEL, n, [numpy.zeros_like(a), a, b, numpy.int32(n)],
+                         {{"block_size_x": [32, 64, 128, 256]}}, lang="OpenCL", iterations=3)
+''')
+    stores = tmp_path / "stores"
+    first = run_tool("adaptune", script, tmp_path / "run1", 120, store_dir=stores)
+    second = run_tool("adaptune", script, tmp_path / "run2", 120, store_dir=stores)
+    assert first["status"] == second["status"] == "ok", (first["why"], second["why"])
+    assert "resumed_from" not in first and second["resumed_from"] == 4
+    assert [c["results"] for c in second["calls"]] == [4]  # all four rows come back, none measured again
+    assert first["calls"][0]["timings_ms"]["worker_stats"]["measured"] == 4
+    assert second["calls"][0]["timings_ms"].get("worker_stats", {}).get("measured", 0) == 0
+    assert "resumed from 4 results" in _stored_text(second)

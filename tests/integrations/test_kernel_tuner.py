@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -49,6 +50,8 @@ def test_vector_add_as_in_kernel_tuners_readme(kt_env, vector_args, capsys):
     assert env["best_config"] == min(results, key=lambda r: r["time"])
     assert env["device_name"] and env["iterations"] == 3 and env["evaluated"] == 3
     assert env["total_compile_time"] == pytest.approx(sum(r["compile_time"] for r in results))
+    # Kernel Tuner's examples json.dump the whole return (expdist.py, pnpoly_cupy.py): it must be plain JSON
+    assert json.loads(json.dumps((results, env)))[1]["evaluated"] == 3
 
 
 def test_run_kernel_returns_every_argument_after_one_run(kt_env, vector_args):

@@ -34,6 +34,20 @@ LOG_LINES = 30
 #: Tries of one timed sample whose launch the host held up (``Backend.last_launch_held_up``); the last one stands.
 HELD_UP_RETRIES = 4
 LOG_CHARS = 4000
+#: Backends whose every build is a compiler process (the C backend's g++/nvcc): threads that wait on them
+#: scale with the host's cores, where NVRTC and OpenCL builds in threads of one process stop at about 8.
+OUT_OF_PROCESS_BUILDS = frozenset({"c"})
+#: Compile threads at most for an in-process compiler, and for compiler processes (two cores kept for measuring).
+IN_PROCESS_COMPILE_THREADS, COMPILER_PROCESS_THREADS = 8, 64
+
+
+def compile_threads(backend: str) -> int:
+    """How many configurations the worker compiles at once on this host for ``backend``."""
+    cores = os.cpu_count() or 1
+    threads = max(1, min(IN_PROCESS_COMPILE_THREADS, cores))
+    if backend in OUT_OF_PROCESS_BUILDS:
+        return max(threads, min(COMPILER_PROCESS_THREADS, cores - 2))
+    return threads
 
 
 def racing(settings: MeasureSettings, best_ms: float | None) -> Callable[[float], bool] | None:
@@ -133,7 +147,7 @@ class KernelRunner:
         else:
             self.read_back = {i for i, a in enumerate(answer) if a is not None}
         self.backend.synchronize()
-        workers = settings.compile_workers or max(1, min(8, os.cpu_count() or 1))
+        workers = settings.compile_workers or compile_threads(self.backend.name)
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="adaptune-compile")
         self.pending: dict[str, Future[tuple[Any, float, bool]]] = {}
         self.counters = {"measured": 0, "prefetched": 0, "compiled_ahead": 0, "compile_waits": 0,

@@ -17,6 +17,7 @@ from typing import Any
 from adaptune.backends.binary import binary_target_of
 from adaptune.measure import Measurer, MeasureSettings
 from adaptune.measure.compile_ahead import CompileAhead
+from adaptune.measure.runners import OUT_OF_PROCESS_BUILDS, compile_threads
 from adaptune.progress import BestSoFarProgress
 from adaptune.records import Result
 from adaptune.search import make_strategy
@@ -81,6 +82,8 @@ def tune(
     store = Store(db)
     ahead = CompileAhead.for_tuning(problem.spec, backend)
     first: list[int] = []
+    if backend in OUT_OF_PROCESS_BUILDS and not search.adaptive:  # ask far enough ahead to keep every compiler busy
+        lookahead = max(lookahead, 2 * compile_threads(backend))
     if ahead is not None:  # the first configurations are compiled while the worker opens the device
         if not search.adaptive:  # its proposals do not wait for results: compile further ahead
             lookahead = max(lookahead, AHEAD_PER_PROCESS * ahead.processes)
