@@ -11,8 +11,13 @@ import math
 
 import numpy as np
 
+from adaptune.backends.binary import compile_binary
+from adaptune.backends.cuda import CUDABackend
 from adaptune.measure import CallableSpec, KernelSpec, Measurer, MeasureSettings
+from adaptune.measure.runners import kernel_source
 from adaptune.records import Status
+from adaptune.space import Space
+from adaptune.tuning import Problem, tune
 
 try:
     import pytest
@@ -119,6 +124,36 @@ def test_cuda_template_parameters():
     with Measurer(s, "cuda", MeasureSettings(repeats=5)) as m:
         r = m.measure({"block_size_x": 128, "T": "float"})
     assert r.ok, r.error
+
+
+WITH_CUB = r"""
+#include <cub/cub.cuh>
+extern "C" __global__ void warp_sums(const float *a, float *c, int n) {
+    typedef cub::WarpReduce<float> WarpReduce;
+    __shared__ typename WarpReduce::TempStorage temp[block_size_x / 32];
+    int i = blockIdx.x * block_size_x + threadIdx.x;
+    float sum = WarpReduce(temp[threadIdx.x / 32]).Sum(i < n ? a[i] : 0.0f);
+    if (threadIdx.x % 32 == 0 && i < n) c[i / 32] = sum;
+}
+"""
+
+
+def test_a_kernel_whose_headers_hold_host_code_is_built_by_nvcc_in_the_worker_and_ahead(tmp_path):
+    # CUB's headers hold host code: NVRTC refuses them ("not allowed in JIT mode"), Kernel Tuner's lang="CUDA"
+    # builds them with nvcc, and so does the CUDA backend, in its worker and in the compile processes alike
+    sums = A.reshape(-1, 32).sum(axis=1, dtype=np.float32)
+    s = KernelSpec(WITH_CUB, "warp_sums", [A, np.zeros_like(sums), np.int32(N)], problem_size=N,
+                   answer=[None, sums, None], atol=1e-4)
+    with Measurer(s, "cuda", MeasureSettings(repeats=3)) as m:
+        r = m.measure({"block_size_x": 256})
+    assert r.ok, r.error
+    target = CUDABackend(0).binary_target()
+    _, _, _, full, expr = kernel_source(s, {"block_size_x": 128}, "cuda")
+    binary = compile_binary("cuda", target, full, expr, ())
+    assert binary.symbol == "warp_sums" and binary.target == target
+    report = tune(Problem("warp_sums", s, Space({"block_size_x": [64, 128, 256, 512]})), backend="cuda",
+                  db=str(tmp_path / "cub.db"), progress=False)
+    assert all(r.ok for r in report.results) and len(report.results) == 4, [r.error for r in report.results]
 
 
 SHARED = r"""

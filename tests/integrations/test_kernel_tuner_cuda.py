@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -122,7 +123,9 @@ print(json.dumps(starts))
 
 
 def test_the_worker_is_forked_after_importing_cupy_and_execd_once_cuda_is_initialised(tmp_path):
-    env = {**os.environ, "ADAPTUNE_DB": str(tmp_path / "adaptune.db")}
+    here = str(Path(drop_in.__file__).resolve().parents[2])  # the adaptune being tested, whatever put it on the path
+    env = {**os.environ, "ADAPTUNE_DB": str(tmp_path / "adaptune.db"),
+           "PYTHONPATH": os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])])}
     out = subprocess.run([sys.executable, "-c", FORK_PROBE], capture_output=True, text=True, env=env, cwd=tmp_path,
                          timeout=300)
     assert out.returncode == 0, out.stderr

@@ -6,8 +6,9 @@ separate CPU workers compile (:func:`compile_binary`) and the measuring worker o
 (``Backend.load_binary``), which costs a module load instead of a compile.
 
 - CUDA: NVRTC straight to a cubin for the GPU's real architecture (``sm_90``), through CuPy's thin NVRTC
-  binding, so a compile node needs the CUDA libraries but no GPU. The options are the spec's, plus the
-  architecture, as the CUDA backend's own compile (CuPy ``RawModule``) gets them.
+  binding, so a compile node needs the CUDA libraries but no GPU. The options are those the CUDA backend's own
+  compile (CuPy ``RawModule``) gives NVRTC (:func:`nvrtc_options`), so a binary made here is the code the worker
+  would have made; a source whose headers hold host code is built by nvcc, as there (``backends.nvcc``).
 - OpenCL: the program built on a device of the same kind (same platform, name and driver: the binary is
   device code) and its binary taken from the program.
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adaptune.backends.base import CompileError
+from adaptune.backends.nvcc import nvcc_cubin, refuses_host_code
 from adaptune.backends.opencl import _BUILD_LOCK, _build_log, _cl, opencl_device_key, opencl_devices
 
 
@@ -53,17 +55,37 @@ def compile_binary(platform: str, target: str, source: str, expr: str, options: 
     raise ValueError(f"no binaries for the {platform!r} backend")
 
 
+def nvrtc_options(source: str, options: tuple[str, ...]) -> tuple[str, ...]:
+    """The options CuPy's ``RawModule`` compiles ``source`` with: flush-to-zero always (CuPy adds ``-ftz=true``);
+    where the source includes headers, also CuPy's include paths (its bundled CUB, Thrust and libcu++ first) and
+    C++ dialect, as CuPy assembles them. That needs CuPy's import (~0.3 s in a fresh compile process), so a source
+    without ``#include`` skips it: the paths cannot matter there, and CuPy 14's dialect, C++17, is NVRTC's own."""
+    if "#include" in source:
+        from cupy._core.core import assemble_cupy_compiler_options  # heavy: only for sources with headers
+
+        options = tuple(assemble_cupy_compiler_options(tuple(options)))
+    return (*options, "-ftz=true")
+
+
+_HOST_CODE: set[str] = set()  # kernels (name expressions) whose source NVRTC refused for its host code
+
+
 def _nvrtc_cubin(target: str, source: str, expr: str, options: tuple[str, ...]) -> KernelBinary:
     from cupy_backends.cuda.libs import nvrtc  # CuPy's binding of NVRTC; needs no GPU
 
+    if expr in _HOST_CODE:  # the headers that hold host code are the same in every configuration
+        return KernelBinary("cuda", target, *nvcc_cubin(target, source, expr, options))
     prog = nvrtc.createProgram(source, "kern.cu", (), ())
     try:
         nvrtc.addNameExpression(prog, expr)
         try:
-            nvrtc.compileProgram(prog, [*options, f"-arch={target}"])
+            nvrtc.compileProgram(prog, [*nvrtc_options(source, options), f"-arch={target}"])
         except nvrtc.NVRTCError as exc:
             log = nvrtc.getProgramLog(prog)
-            raise CompileError(f"NVRTC compilation failed: {exc}\n{log}", log=log) from None
+            if not refuses_host_code(log):
+                raise CompileError(f"NVRTC compilation failed: {exc}\n{log}", log=log) from None
+            _HOST_CODE.add(expr)
+            return KernelBinary("cuda", target, *nvcc_cubin(target, source, expr, options))
         return KernelBinary("cuda", target, bytes(nvrtc.getCUBIN(prog)), nvrtc.getLoweredName(prog, expr))
     finally:
         nvrtc.destroyProgram(prog)

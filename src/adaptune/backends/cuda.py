@@ -18,7 +18,8 @@ import numpy as np
 
 from adaptune import _cuda_driver
 from adaptune.backends.base import Backend, BackendError, CompileError, DeviceArray, DeviceLimits, Grid
-from adaptune.backends.binary import cuda_target
+from adaptune.backends.binary import KernelBinary, cuda_target
+from adaptune.backends.nvcc import nvcc_cubin, refuses_host_code
 from adaptune.records import DeviceInfo
 
 #: Host time from the start event to the end event above which a timed launch counts as held up: the stream is idle
@@ -78,6 +79,7 @@ class CUDABackend(Backend):
         self._start = cp.cuda.Event()
         self._end = cp.cuda.Event()
         self._last_ms: dict[int, float] = {}  # id(kernel) -> its last timed run
+        self._host_code: set[str] = set()  # kernels whose source NVRTC refused for host code (``backends.nvcc``)
         if cache_dir:
             os.environ["CUPY_CACHE_DIR"] = str(cache_dir)
         props = cp.cuda.runtime.getDeviceProperties(index)
@@ -111,6 +113,9 @@ class CUDABackend(Backend):
 
     def _build(self, source: str, expr: str, options: tuple[str, ...]) -> Any:
         cp = self._cp
+        if expr in self._host_code:  # its headers hold host code in every configuration: nvcc at once
+            return self._load_binary(KernelBinary("cuda", self.binary_target(), *nvcc_cubin(
+                self.binary_target(), source, expr, options)))
         try:
             with self.device:  # compile threads need the device current too
                 module = cp.RawModule(code=source, options=options, name_expressions=[expr])
@@ -118,7 +123,10 @@ class CUDABackend(Backend):
                 _ = kernel.max_threads_per_block  # forces module load now, not at first launch
                 self._modules[id(kernel)] = (kernel, module)
         except cp.cuda.compiler.CompileException as exc:
-            raise CompileError(f"NVRTC compilation failed: {exc}", log=str(exc)) from None
+            if not refuses_host_code(str(exc)):
+                raise CompileError(f"NVRTC compilation failed: {exc}", log=str(exc)) from None
+            self._host_code.add(expr)  # Kernel Tuner's lang="CUDA" builds it with nvcc: so does this backend
+            return self._build(source, expr, options)
         except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
             raise CompileError(f"loading the compiled module failed: {exc}") from None
         return kernel

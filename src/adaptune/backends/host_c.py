@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from adaptune.backends.base import Backend, BackendError, CompileError, DeviceArray, DeviceLimits, Grid
+from adaptune.backends.nvcc import ARCH_OPTION
 from adaptune.backends.python import cpu_name
 from adaptune.records import DeviceInfo
 
@@ -40,7 +41,6 @@ SCALAR_TYPES = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.
 #: Kernel Tuner's signs of device code (the source is then compiled as ``.cu``).
 DEVICE_CODE = ("__global", "__syncthreads()", "threadIdx")
 COMPILE_TIMEOUT_S = 600
-_ARCH = re.compile(r"^(?:-arch|--gpu-architecture)(?:=|$)")
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def nvcc_options(options: list[str], arch: int | None, supported: frozenset[int]
     out, named, i = [], False, 0
     while i < len(options):
         opt = options[i]
-        if _ARCH.match(opt):
+        if ARCH_OPTION.match(opt):
             value = opt.split("=", 1)[1] if "=" in opt else (options[i + 1] if i + 1 < len(options) else "")
             i += 1 if "=" in opt else 2
             number = re.search(r"(\d+)", value)
