@@ -14,14 +14,22 @@ import threading
 import numpy as np
 import pytest
 
-from adaptune.backends import make_backend
-from adaptune.measure import KernelSpec, compile_ahead
+from adaptune.backends import CompileError, make_backend
+from adaptune.backends.binary import CompileFailure, KernelBinary
+from adaptune.measure import KernelSpec, Measurer, compile_ahead, runners
 from adaptune.measure.compile_ahead import CompileAhead, gpu_target, visible_gpus
+from adaptune.records import Status
 from adaptune.space import Space
 from adaptune.tuning import Problem, tune
 
 N = 1 << 16
 A = np.arange(N, dtype=np.float32)
+OPENCL_TWICE = r"""
+__kernel void twice(__global const float *a, __global float *c, int n) {
+    int i = get_global_id(0);
+    if (i < n) c[i] = 2.0f * a[i];
+}
+"""
 SOURCE = r"""
 extern "C" __global__ void twice(const float *a, float *c, int n) {
     int i = blockIdx.x * block_size_x + threadIdx.x;
@@ -76,24 +84,44 @@ def test_without_a_gpu_no_binary_comes_and_every_configuration_stays_for_the_wor
         ahead.close()
 
 
-def test_a_configuration_that_does_not_compile_in_the_processes_is_left_to_the_worker_once(monkeypatch):
-    # the processes compile for sm_90 (forked, they inherit this): 256 fails on any host, 64 and 128 fail only
-    # where there is no NVRTC (CI)
+def test_a_compile_error_is_handed_on_and_any_other_failure_left_to_the_worker_once(monkeypatch):
+    # forked, the processes inherit these: for 256 a compile error (the worker's own compile would say the same),
+    # for 64 no compiler at all (a reason of this process, not of the kernel)
     monkeypatch.setitem(compile_ahead._STATE, "target", "sm_90")
-    spec = KernelSpec(FAILING, "twice", [A, np.zeros_like(A), np.int32(N)], problem_size=N)
-    ahead = CompileAhead(spec, "cuda", processes=2)
+
+    def compile_binary(platform, target, source, expr, options):
+        if "block_size_x 256" in source:
+            raise CompileError("NVRTC compilation failed", log="kern.cu(3): error: too big")
+        if "block_size_x 64" in source:
+            raise ImportError("no NVRTC in this process")
+        return KernelBinary("cuda", target, b"a cubin", expr)
+
+    monkeypatch.setattr(runners, "compile_binary", compile_binary)
+    ahead = CompileAhead(_spec(), "cuda", processes=2)
     ahead.start()
     ahead.compile(CONFIGS)
     ahead.expect("sm_90")
     try:
-        delivered = [c for config in CONFIGS for c, _ in ahead.binaries(config, timeout=60)]
-        left = ahead.left_to_worker()
+        delivered = {c["block_size_x"]: b for config in CONFIGS for c, b in ahead.binaries(config, timeout=60)}
+        assert delivered[128].image == b"a cubin"
+        assert delivered[256] == CompileFailure("kern.cu(3): error: too big")
         assert ahead.usable  # a failing configuration is not a reason to stop sending binaries
-        assert CONFIGS[2] in left
-        assert sorted(map(str, delivered + left)) == sorted(map(str, CONFIGS))
-        assert ahead.left_to_worker() == []
+        assert ahead.left_to_worker() == [CONFIGS[0]] and ahead.left_to_worker() == []
     finally:
         ahead.close()
+
+
+def test_the_worker_reports_a_compile_error_handed_to_it_without_compiling():
+    # any backend's worker takes a CompileFailure in place of a binary: PoCL here, as CUDA on a GPU
+    spec = KernelSpec(OPENCL_TWICE, "twice", [A, np.zeros_like(A), np.int32(N)], problem_size=N,
+                      answer=[None, 2 * A, None])
+    with Measurer(spec, "opencl") as m:
+        m.preload([({"block_size_x": 64}, CompileFailure("kern.cu(3): error: too big"))])
+        failed = m.measure({"block_size_x": 64})
+        ok = m.measure({"block_size_x": 128})
+        compiles = m.stats()["compiles"]
+    assert failed.status == Status.COMPILE_ERROR and "error: too big" in failed.error
+    assert ok.ok and compiles == 1  # only the configuration with no error handed over was compiled
 
 
 @pytest.mark.skipif(gpu_target() is None, reason="needs an NVIDIA GPU that NVML sees (and CuPy)")
@@ -121,5 +149,5 @@ def test_on_a_gpu_the_worker_loads_the_binaries_and_tunes_as_without_them(tmp_pa
                   db=str(tmp_path / "b.db"), progress=False)
     by_block = {r.config["block_size_x"]: r for r in report.results}
     assert by_block[64].ok and by_block[128].ok
-    assert all("too big" in by_block[b].error for b in (256, 512))  # the worker's own compile says why
-    assert report.worker_stats["prefetched"] >= 1  # handed to the worker's compile pool, not compiled on meeting it
+    assert all("too big" in by_block[b].error for b in (256, 512))  # the compile processes' error, handed on
+    assert report.worker_stats["prefetched"] == 0  # ... so the worker's pool was handed none to compile again

@@ -39,6 +39,15 @@ class KernelBinary:
     symbol: str
 
 
+@dataclass(frozen=True)
+class CompileFailure:
+    """What a compile elsewhere said where the kernel did not compile: handed to the worker in place of a
+    binary when that compile was the worker's own (same compiler, same options), so the worker reports it
+    without compiling again (a failing compile can take as long as a good one: tens of seconds)."""
+
+    log: str
+
+
 def cuda_target(compute_capability: str) -> str:
     """``"9.0"`` -> ``"sm_90"``: the real architecture a cubin is compiled for."""
     major, _, minor = str(compute_capability).partition(".")

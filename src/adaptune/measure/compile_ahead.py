@@ -9,12 +9,18 @@ have, for all of them (no CUDA context: the parent stays free to fork again), th
 whatever the strategy asks ahead; the parent hands each finished cubin to the worker (``Measurer.preload``),
 which loads it instead of compiling (``backends.binary``).
 
-Never fatal: a configuration that does not compile here, a binary for another architecture, no NVML, GPUs of
-mixed architectures or a compile process that died leave the work to the worker, which compiles and reports
-as without this. :meth:`CompileAhead.left_to_worker` names what the worker must compile ahead itself: each
-configuration that did not compile here, as soon as that is known (a failing compile can take seconds:
-Kernel Tuner's ``matmul.py`` has four of 1-2.5 s, which the worker compiled one after another while measuring
-when it met them), and all that is outstanding once :attr:`CompileAhead.usable` turns False (no binary can come).
+A compile error here is the worker's own: NVRTC gets the options CuPy's ``RawModule`` would give it
+(``backends.binary.nvrtc_options``), and a source NVRTC refuses for its host code goes to nvcc in both places.
+So the error is handed to the worker in place of a binary (``CompileFailure``), which reports it without
+compiling again: a failing compile can take as long as a good one (Kernel Tuner's ``convolution_correct.py``
+has ptxas errors after 20-50 s of compiling, ``matmul.py`` four of 1-2.5 s), and the worker met them one after
+another while measuring.
+
+Never fatal: a configuration that fails here for another reason, a binary for another architecture, no NVML,
+GPUs of mixed architectures or a compile process that died leave the work to the worker, which compiles and
+reports as without this. :meth:`CompileAhead.left_to_worker` names what the worker must compile ahead itself:
+each such configuration, as soon as that is known, and all that is outstanding once
+:attr:`CompileAhead.usable` turns False (no binary can come).
 """
 
 from __future__ import annotations
@@ -107,7 +113,7 @@ def _compile(config: dict[str, Any]) -> tuple[str | None, list[tuple[dict[str, A
     target = _target()
     if target is None:
         return None, []
-    return target, compile_binaries(_STATE["spec"], _STATE["backend"], target, [config])
+    return target, compile_binaries(_STATE["spec"], _STATE["backend"], target, [config], failures=True)
 
 
 class CompileAhead:

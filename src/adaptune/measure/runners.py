@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from adaptune.backends import CompileError, DeviceArray, inject_defines, make_backend, name_expression
+from adaptune.backends.binary import CompileFailure, compile_binary
 from adaptune.backends.python import PythonBackend, timer_for, to_host
 from adaptune.measure.choice import ArgumentChoice
 from adaptune.measure.geometry import Geometry, SpecError, kernel_defines, launch_geometry, template_args
@@ -99,17 +100,20 @@ def kernel_source(spec: KernelSpec, config: dict[str, Any], backend: str
     return geo, defines, targs, full, name_expression(spec.name, targs)
 
 
-def compile_binaries(spec: KernelSpec, backend: str, target: str, configs: Iterable[dict[str, Any]]
-                     ) -> list[tuple[dict[str, Any], Any]]:
+def compile_binaries(spec: KernelSpec, backend: str, target: str, configs: Iterable[dict[str, Any]],
+                     failures: bool = False) -> list[tuple[dict[str, Any], Any]]:
     """Binaries of ``configs`` for ``target`` (a CPU compile worker's job); a config that cannot be
-    compiled here is left out: its measuring worker compiles it and reports what goes wrong."""
-    from adaptune.backends.binary import compile_binary
-
-    out = []
+    compiled here is left out: its measuring worker compiles it and reports what goes wrong. ``failures``:
+    where this compile is the worker's own (``backends.binary.nvrtc_options``), a compile error comes back as a
+    :class:`CompileFailure` for the worker to report, instead of a second compile there."""
+    out: list[tuple[dict[str, Any], Any]] = []
     for config in configs:
         try:
             _, _, _, full, expr = kernel_source(spec, config, backend)
             out.append((dict(config), compile_binary(backend, target, full, expr, spec.compiler_options)))
+        except CompileError as exc:
+            if failures:
+                out.append((dict(config), CompileFailure(exc.log or str(exc))))
         except Exception:  # noqa: BLE001 - see above
             continue
     return out
@@ -178,7 +182,10 @@ class KernelRunner:
                 self.pending[prep.key] = self.pool.submit(self._load, prep, binary)
 
     def _load(self, prep: Prepared, binary: Any) -> tuple[Any, float, bool]:
-        """The binary loaded into the compile cache, then taken from it (compiled instead if it did not load)."""
+        """The binary loaded into the compile cache, then taken from it (compiled instead if it did not load);
+        a :class:`CompileFailure` is this compile's error, raised as the worker's own compile would."""
+        if isinstance(binary, CompileFailure):
+            raise CompileError(f"compilation failed (in a compile process): {log_head(binary.log)}", log=binary.log)
         if self.backend.load_binary(prep.key, binary):
             with self._loaded_lock:
                 self.counters["loaded_binaries"] += 1
