@@ -162,3 +162,24 @@ def test_compile_threads_scale_with_cores_only_where_each_build_is_a_compiler_pr
     monkeypatch.setattr(runners.os, "cpu_count", lambda: cores)
     assert runners.compile_threads("c") == c_threads
     assert runners.compile_threads("cuda") == runners.compile_threads("opencl") == nvrtc_threads
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_the_checks_fast_path_agrees_with_isclose_everywhere(dtype):
+    # the fast path (two temporaries) decides only where all is close; NaN, infinities, integers, mixed precision
+    # and complex values are judged as numpy.isclose judges them
+    rng = np.random.default_rng(5)
+    expected = rng.standard_normal(4096).astype(dtype)
+    cases = {"equal": expected.copy(), "within": expected + (1e-6 * expected).astype(dtype),
+             "outside": expected + dtype(0.5), "nan": expected.copy(), "inf": expected.copy(),
+             "int": np.rint(expected).astype(np.int32)}
+    cases["nan"][7] = np.nan
+    cases["inf"][3] = np.inf
+    both_inf = expected.copy()
+    both_inf[3] = np.inf
+    for got, exp in [*((g, expected) for g in cases.values()), (cases["inf"], both_inf),
+                     (expected.astype(np.complex64), expected.astype(np.complex64))]:
+        atol, rtol = (1e-3, 1e-3) if dtype == np.float16 else (1e-6, 1e-5)
+        with np.errstate(invalid="ignore"):
+            want = bool(np.isclose(got, exp, atol=atol, rtol=rtol).all())
+        assert (check([got], [exp], atol, rtol) is None) == want
