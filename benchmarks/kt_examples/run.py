@@ -341,12 +341,28 @@ def main() -> None:
 
 def merged_examples(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """Every part's examples, later parts replacing earlier ones, except that an example a later call did not
-    get to (``not_run``) keeps the earlier result; an example now in ``NEEDS`` is listed as skipped."""
+    get to (``not_run``) keeps the earlier result, and a later call that ran one tool alone (``--tools``) keeps
+    the other tool's earlier run, saying where it came from; an example now in ``NEEDS`` is listed as skipped."""
     examples: dict[str, Any] = {}
+    came_from: dict[str, dict[str, Any]] = {}  # example -> the run record of the part its entry came from
     for part in parts:
+        runs = part.get("runs") or []
+        run = runs[0] if len(runs) == 1 else {}  # a merged file does not say which of its runs an entry is from
         for name, entry in part["examples"].items():
-            if "not_run" not in entry or name not in examples:
-                examples[name] = entry
+            if "not_run" in entry and name in examples:
+                continue
+            earlier, entry = examples.get(name, {}), dict(entry)
+            for tool in TOOLS:
+                if tool in earlier and not any(t in entry for t in (tool, "skipped", "not_run")):
+                    entry[tool] = dict(earlier[tool])
+                    if "an earlier run" not in entry[tool].get("why", ""):
+                        was = came_from.get(name) or {}
+                        where = (f": {was['commit']} on {was['device']}, {was['time_limit_s']:g} s" if was
+                                 else ", from the merged results")
+                        entry[tool]["why"] = (f"{entry[tool].get('why', '')} (an earlier run{where}; this call ran "
+                                              "the other tool alone)").strip()
+            examples[name] = entry
+            came_from[name] = run
     for name, entry in examples.items():  # an example listed as needing something since keeps its earlier run aside
         need = NEEDS.get(name) or NEEDS.get(name.rsplit("/", 1)[-1])
         if need:

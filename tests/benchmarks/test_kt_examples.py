@@ -171,3 +171,19 @@ kernel_tuner.tune_kernel("vector_add", KERNEL, n, [numpy.zeros_like(a), a, b, nu
     assert first["calls"][0]["timings_ms"]["worker_stats"]["measured"] == 4
     assert second["calls"][0]["timings_ms"].get("worker_stats", {}).get("measured", 0) == 0
     assert "resumed from 4 results" in _stored_text(second)
+
+
+def test_a_call_of_one_tool_alone_keeps_the_other_tools_earlier_run_and_says_so():
+    run = {"lang": "cuda", "time_limit_s": 60, "device": "H100", "commit": "abc1234", "date": "d", "host": "h"}
+    earlier = {"runs": [run], "examples": {
+        "cuda/a.py": {"kernel_tuner": {"status": "error", "why": "CompileException"},
+                      "adaptune": {"status": "time_limit", "why": "stopped at the 60 s limit"}}}}
+    later = {"runs": [{**run, "commit": "def5678", "time_limit_s": 500}], "examples": {
+        "cuda/a.py": {"adaptune": {"status": "ok", "why": ""}}}}
+    merged = merged_examples([earlier, later])["cuda/a.py"]
+    assert merged["adaptune"]["status"] == "ok"
+    assert merged["kernel_tuner"]["status"] == "error"
+    assert merged["kernel_tuner"]["why"] == ("CompileException (an earlier run: abc1234 on H100, 60 s; this call ran "
+                                             "the other tool alone)")
+    again = merged_examples([{"runs": [run, run], "examples": {"cuda/a.py": merged}}, later])["cuda/a.py"]
+    assert again["kernel_tuner"]["why"].count("an earlier run") == 1  # said once, however often it is merged
