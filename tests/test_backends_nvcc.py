@@ -7,9 +7,10 @@ import shutil
 
 import pytest
 
-from adaptune.backends.base import CompileError
+from adaptune.backends.base import CompileError, inject_defines
 from adaptune.backends.nvcc import (
     elf_section_names,
+    kernel_identity,
     kernel_symbol,
     nvcc_cubin,
     refuses_host_code,
@@ -63,3 +64,13 @@ def test_nvccs_own_errors_are_reported_with_its_log():
 def test_a_file_that_is_no_cubin_is_refused_clearly():
     with pytest.raises(CompileError, match="no 64-bit little-endian ELF"):
         elf_section_names(b"not an ELF file")
+
+
+def test_every_configuration_of_one_kernel_is_one_kernel_to_the_refusal():
+    # NVRTC's refusal of a header's host code is remembered per kernel: the defines of a configuration do not
+    # change it, another source, kernel name or option set does
+    one = kernel_identity(inject_defines(WITH_HOST_CODE, {"block_size_x": 64}), "plain", ("-O3",))
+    assert kernel_identity(inject_defines(WITH_HOST_CODE, {"block_size_x": 256}), "plain", ("-O3",)) == one
+    assert kernel_identity(inject_defines(WITH_HOST_CODE + "\n", {"block_size_x": 64}), "plain", ("-O3",)) != one
+    assert kernel_identity(inject_defines(WITH_HOST_CODE, {"block_size_x": 64}), "mangled", ("-O3",)) != one
+    assert kernel_identity(inject_defines(WITH_HOST_CODE, {"block_size_x": 64}), "plain", ()) != one

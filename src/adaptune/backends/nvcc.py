@@ -33,6 +33,12 @@ def refuses_host_code(log: str) -> bool:
     return HOST_CODE_REFUSED in log
 
 
+def kernel_identity(source: str, expr: str, options: Sequence[str]) -> tuple[str, int, tuple[str, ...]]:
+    """The kernel a source with its configuration's defines is (``backends.base.inject_defines`` puts them before
+    ``#line 1``): NVRTC's refusal of its headers' host code holds for every configuration of it."""
+    return expr, hash(source.split("#line 1\n", 1)[-1]), tuple(options)
+
+
 def without_arch(options: Sequence[str]) -> list[str]:
     """The options less any architecture they name (with its value, when that is the next option)."""
     out, i = [], 0
