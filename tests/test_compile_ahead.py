@@ -9,6 +9,7 @@ results as without, and whose failing compiles the worker compiles ahead and rep
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 
 import numpy as np
@@ -109,6 +110,31 @@ def test_a_compile_error_is_handed_on_and_any_other_failure_left_to_the_worker_o
         assert ahead.left_to_worker() == [CONFIGS[0]] and ahead.left_to_worker() == []
     finally:
         ahead.close()
+
+
+def test_blocks_larger_than_the_gpu_allows_are_not_compiled(monkeypatch):
+    # the worker refuses such a configuration unlaunched: a binary for it would be compile time wasted
+    monkeypatch.setitem(compile_ahead._STATE, "target", "sm_90")
+    compiled = multiprocessing.get_context("fork").Array("i", 4)  # block sizes the processes compiled
+
+    def compile_binary(platform, target, source, expr, options):
+        for slot, size in enumerate((64, 128, 256, 512)):
+            if f"block_size_x {size}\n" in source:
+                compiled[slot] = 1
+        return KernelBinary("cuda", target, b"a cubin", expr)
+
+    monkeypatch.setattr(runners, "compile_binary", compile_binary)
+    ahead = CompileAhead(_spec(), "cuda", processes=2)
+    ahead.compile(CONFIGS)  # asked before the worker said what its GPU allows
+    ahead.expect("sm_90", max_threads=128)  # ... which cancels 256, not yet begun
+    ahead.start()
+    ahead.compile([{"block_size_x": 512}])  # asked after: never compiled
+    try:
+        delivered = [c["block_size_x"] for config in CONFIGS for c, _ in ahead.binaries(config, timeout=60)]
+    finally:
+        ahead.close()
+    assert sorted(delivered) == [64, 128] and ahead.left_to_worker() == []
+    assert list(compiled) == [1, 1, 0, 0]
 
 
 def test_the_worker_reports_a_compile_error_handed_to_it_without_compiling():

@@ -95,7 +95,7 @@ def tune(
             phases = {"worker_ready": time.perf_counter() - start}
             info = measurer.device_info()
             if ahead is not None:
-                ahead.expect(binary_target_of(info))
+                ahead.expect(binary_target_of(info), info.properties.get("max_threads_per_block"))
             ids = (store.device(info),
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
             ids = (*ids, store.input(ids[1], problem.input_name, problem.features or None))
