@@ -107,7 +107,8 @@ def run_tool(tool: str, script: Path, work: Path, limit_s: float, extra: tuple[s
     if store_dir is not None and tool == "adaptune":
         store_dir.mkdir(parents=True, exist_ok=True)
         db = store_dir / f"{script.parent.name}_{script.stem}.db"
-    resumed_from = sum(s["measured"] for s in stored_progress(db, record.with_suffix(".started.json"))) if tool == "adaptune" else 0
+    started = record.with_suffix(".started.json")
+    resumed_from = sum(s["measured"] for s in stored_progress(db, started)) if tool == "adaptune" else 0
     paths = [str(ROOT / "src"), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths),
            "ADAPTUNE_DB": str(db), "POCL_KERNEL_CACHE": "0", "PYOPENCL_NO_CACHE": "1",
@@ -128,7 +129,7 @@ def run_tool(tool: str, script: Path, work: Path, limit_s: float, extra: tuple[s
     if resumed_from:
         out["resumed_from"] = resumed_from
     if tool == "adaptune" and rc != 0:
-        out["stored"] = stored_progress(db, record.with_suffix(".started.json"))
+        out["stored"] = stored_progress(db, started)
     return out
 
 
