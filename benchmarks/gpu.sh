@@ -26,6 +26,7 @@
 #                          "kt_examples spread" with KT_GROUPS: one group of examples per GPU at once (kt_spread)
 #                          KT_TOOLS (batch 8, spread): adaptune alone for spaces Kernel Tuner cannot finish;
 #                          KT_STORE_DIR: adaptune's stores kept there, so a later call resumes what the limit stopped
+#                          (they come back gzipped in $OUT with store_gaps.py's account of where the time went)
 #
 # Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: the device copy has no .git),
 # PYTHON (default python3). A folder .whl/ with an adaptune wheel is installed first when present.
@@ -207,6 +208,17 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
         --referee-rounds "${KT_REFEREE_ROUNDS:-5}" --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$OUT/kt_examples_$batch"
     elapsed "batch $batch done"
   done
+  keep_stores
+}
+
+keep_stores() {  # KT_STORE_DIR's stores come back gzipped (a later call can resume from them, carried), with their gaps
+  [ -n "${KT_STORE_DIR:-}" ] || return 0
+  local f
+  for f in "$KT_STORE_DIR"/*.db; do
+    [ -f "$f" ] || continue
+    gzip -c "$f" > "$OUT/$(basename "$f").gz"
+    $PY -m benchmarks.kt_examples.store_gaps "$f" --out "$OUT/gaps_$(basename "$f" .db)" > /dev/null
+  done
 }
 
 kt_spread() {  # kt_examples spread: KT_GROUPS="LIMIT:EXAMPLES;LIMIT:EXAMPLES;..." one group per GPU, all at once
@@ -235,6 +247,7 @@ kt_spread() {  # kt_examples spread: KT_GROUPS="LIMIT:EXAMPLES;LIMIT:EXAMPLES;..
     i=$(( i + 1 ))
   done
   wait
+  keep_stores
 }
 
 target=${1:?usage: bash benchmarks/gpu.sh <study>[.<part>] [args...] | <recipe> [args...] (see the header)}

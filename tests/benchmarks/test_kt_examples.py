@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from adaptune.records import DeviceInfo, Result, Status
+from adaptune.store import Store
 from benchmarks.kt_examples.referee import TOOLS, narrowed, replay_call, verdict
 from benchmarks.kt_examples.run import (
     _stored_text,
@@ -16,6 +18,7 @@ from benchmarks.kt_examples.run import (
     run_tool,
     swap_imports,
 )
+from benchmarks.kt_examples.store_gaps import gaps, summary
 
 OPENCL_ADD = """__kernel void vector_add(__global float *c, __global const float *a, __global const float *b, int n) {
     int i = get_global_id(0);
@@ -187,3 +190,21 @@ def test_a_call_of_one_tool_alone_keeps_the_other_tools_earlier_run_and_says_so(
                                              "the other tool alone)")
     again = merged_examples([{"runs": [run, run], "examples": {"cuda/a.py": merged}}, later])["cuda/a.py"]
     assert again["kernel_tuner"]["why"].count("an earlier run") == 1  # said once, however often it is merged
+
+
+def test_the_gaps_between_stored_results_say_what_held_a_run_up(tmp_path):
+    store = Store(str(tmp_path / "a.db"))
+    ids = store.device(DeviceInfo("GPU", "cuda", "1")), store.problem("k", "h")
+    ids = (*ids, store.input(ids[1], "n"))
+    for i, (at, status) in enumerate([(100.0, "ok"), (100.3, "ok"), (130.3, "compile_error"), (130.5, "ok")]):
+        result = Result({"b": i}, time_ms=1.0) if status == "ok" else Result.failure({"b": i}, Status(status),
+                                                                                   "ptxas error : too much\nmore")
+        result.timestamp = at
+        store.put(*ids, result)
+    store.close()
+    report = summary(gaps(str(tmp_path / "a.db")), top=1)
+    assert report["results"] == 4 and report["span_s"] == pytest.approx(30.5)
+    assert report["by_status"]["compile_error"]["waits"] == 1
+    assert report["by_status"]["compile_error"]["wait_s"] == pytest.approx(30.0)
+    assert report["by_status"]["ok"]["waits"] == 0  # 0.3 and 0.2 s: the run's pace, not waits
+    assert report["longest"][0]["error"] == "ptxas error : too much" and report["longest"][0]["config"] == {"b": 2}
