@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from adaptune.backends.base import CompileError
-from adaptune.backends.nvcc import kernel_identity, nvcc_cubin, refuses_host_code
+from adaptune.backends.nvcc import nvcc_cubin, refused_before, refuses_host_code, remember_refusal
 from adaptune.backends.opencl import _BUILD_LOCK, _build_log, _cl, opencl_device_key, opencl_devices
 
 
@@ -76,14 +76,10 @@ def nvrtc_options(source: str, options: tuple[str, ...]) -> tuple[str, ...]:
     return (*options, "-ftz=true")
 
 
-_HOST_CODE: set[tuple] = set()  # kernels (``nvcc.kernel_identity``) whose source NVRTC refused for its host code
-
-
 def _nvrtc_cubin(target: str, source: str, expr: str, options: tuple[str, ...]) -> KernelBinary:
     from cupy_backends.cuda.libs import nvrtc  # CuPy's binding of NVRTC; needs no GPU
 
-    kernel = kernel_identity(source, expr, options)
-    if kernel in _HOST_CODE:  # the headers that hold host code are the same in every configuration
+    if refused_before(source, expr, options):
         return KernelBinary("cuda", target, *nvcc_cubin(target, source, expr, options))
     prog = nvrtc.createProgram(source, "kern.cu", (), ())
     try:
@@ -94,7 +90,7 @@ def _nvrtc_cubin(target: str, source: str, expr: str, options: tuple[str, ...]) 
             log = nvrtc.getProgramLog(prog)
             if not refuses_host_code(log):
                 raise CompileError(f"NVRTC compilation failed: {exc}\n{log}", log=log) from None
-            _HOST_CODE.add(kernel)
+            remember_refusal(source, expr, options)
             return KernelBinary("cuda", target, *nvcc_cubin(target, source, expr, options))
         return KernelBinary("cuda", target, bytes(nvrtc.getCUBIN(prog)), nvrtc.getLoweredName(prog, expr))
     finally:

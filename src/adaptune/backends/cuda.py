@@ -19,7 +19,7 @@ import numpy as np
 from adaptune import _cuda_driver
 from adaptune.backends.base import Backend, BackendError, CompileError, DeviceArray, DeviceLimits, Grid
 from adaptune.backends.binary import KernelBinary, cuda_target
-from adaptune.backends.nvcc import kernel_identity, nvcc_cubin, refuses_host_code
+from adaptune.backends.nvcc import nvcc_cubin, refused_before, refuses_host_code, remember_refusal
 from adaptune.records import DeviceInfo
 
 #: Host time from the start event to the end event above which a timed launch counts as held up: the stream is idle
@@ -79,7 +79,6 @@ class CUDABackend(Backend):
         self._start = cp.cuda.Event()
         self._end = cp.cuda.Event()
         self._last_ms: dict[int, float] = {}  # id(kernel) -> its last timed run
-        self._host_code: set[tuple] = set()  # kernels NVRTC refused for host code (``nvcc.kernel_identity``)
         if cache_dir:
             os.environ["CUPY_CACHE_DIR"] = str(cache_dir)
         props = cp.cuda.runtime.getDeviceProperties(index)
@@ -113,8 +112,7 @@ class CUDABackend(Backend):
 
     def _build(self, source: str, expr: str, options: tuple[str, ...]) -> Any:
         cp = self._cp
-        kernel_id = kernel_identity(source, expr, options)
-        if kernel_id in self._host_code:  # its headers hold host code in every configuration: nvcc at once
+        if refused_before(source, expr, options):  # its headers hold host code in every configuration: nvcc
             return self._load_binary(KernelBinary("cuda", self.binary_target(), *nvcc_cubin(
                 self.binary_target(), source, expr, options)))
         try:
@@ -126,7 +124,7 @@ class CUDABackend(Backend):
         except cp.cuda.compiler.CompileException as exc:
             if not refuses_host_code(str(exc)):
                 raise CompileError(f"NVRTC compilation failed: {exc}", log=str(exc)) from None
-            self._host_code.add(kernel_id)  # Kernel Tuner's lang="CUDA" builds it with nvcc: so does this backend
+            remember_refusal(source, expr, options)  # Kernel Tuner's lang="CUDA" builds it with nvcc: so do we
             return self._build(source, expr, options)
         except (cp.cuda.driver.CUDADriverError, cp.cuda.runtime.CUDARuntimeError) as exc:
             raise CompileError(f"loading the compiled module failed: {exc}") from None

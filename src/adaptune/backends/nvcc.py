@@ -39,6 +39,19 @@ def kernel_identity(source: str, expr: str, options: Sequence[str]) -> tuple[str
     return expr, hash(source.split("#line 1\n", 1)[-1]), tuple(options)
 
 
+_REFUSED: set[tuple[str, int, tuple[str, ...]]] = set()  # this process's kernels NVRTC refused for host code
+
+
+def refused_before(source: str, expr: str, options: Sequence[str]) -> bool:
+    """Whether NVRTC refused this kernel's host code in this process already (then nvcc builds it at once)."""
+    return kernel_identity(source, expr, options) in _REFUSED
+
+
+def remember_refusal(source: str, expr: str, options: Sequence[str]) -> None:
+    """NVRTC refused this kernel's host code: its other configurations go to nvcc without asking NVRTC again."""
+    _REFUSED.add(kernel_identity(source, expr, options))
+
+
 def without_arch(options: Sequence[str]) -> list[str]:
     """The options less any architecture they name (with its value, when that is the next option)."""
     out, i = [], 0

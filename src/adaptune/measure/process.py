@@ -2,9 +2,9 @@
 
 Why not multiprocessing: ``spawn`` re-imports the user's ``__main__`` in the child, so a script
 without an ``if __name__ == "__main__":`` guard re-runs itself and hangs. Here the child runs
-``python -m adaptune.measure.worker_boot`` (the worker, its CUDA driver started before its imports); it sees the parent's ``sys.path`` (through ``PYTHONPATH``)
-and working directory, so whatever the parent could import the worker can import too. Its stderr
-goes to a temporary file whose tail is quoted when the worker dies.
+``python -m adaptune.measure.worker_boot`` (the worker, its CUDA driver started before its imports); it sees
+the parent's ``sys.path`` (through ``PYTHONPATH``) and working directory, so whatever the parent could import the
+worker can import too. Its stderr goes to a temporary file whose tail is quoted when the worker dies.
 
 When this process holds no device driver and runs no other thread (:mod:`adaptune.measure.fork`), the worker is
 forked instead, on Linux: the child has NumPy and adaptune imported already and goes straight to opening the
