@@ -5,9 +5,9 @@ Why: a tuning call's measurement worker compiles in its own thread pool, and onl
 4, 8 or 16 threads compile 70-75 small kernels a second, the worker's CuPy builds 60-69, while 8 processes compile
 131 (``benchmarks/kt_examples/results/compile_ahead_h100/``). So the tuning call forks a few compile processes
 right after it forked the worker: the first of them asks NVML which architecture the GPUs this process may use
-have, for all of them (no CUDA context: the parent stays free to fork again), they compile the first configurations while the worker opens the device, then
-whatever the strategy asks ahead; the parent hands each finished cubin to the worker (``Measurer.preload``),
-which loads it instead of compiling (``backends.binary``).
+have, for all of them (no CUDA context: the parent stays free to fork again); they compile the first
+configurations while the worker opens the device, then whatever the strategy asks ahead; the parent hands each
+finished cubin to the worker (``Measurer.preload``), which loads it instead of compiling (``backends.binary``).
 
 A compile error here is the worker's own: NVRTC gets the options CuPy's ``RawModule`` would give it
 (``backends.binary.nvrtc_options``), and a source NVRTC refuses for its host code goes to nvcc in both places.
