@@ -129,3 +129,15 @@ def test_cuda_host_code_is_built_by_nvcc_without_the_architecture_it_rejects(kt_
     out = run_kernel("twice", ["twice.cu"], 3, [x, np.int32(3)], {"block_size_x": 3}, lang="C",
                      compiler_options=["-arch=sm_52"])
     np.testing.assert_allclose(out[0], 6.0)
+
+
+def test_blocks_over_the_threads_a_block_may_have_are_left_out_of_the_space_as_kernel_tuner_does(kt_env, capsys):
+    """Kernel Tuner's space drops configurations whose block sizes multiply to over the device's max_threads
+    (1 024 for its C backend); they are neither measured nor in the results."""
+    args, answer = sum_args()
+    params = {"block_size_x": [256, 512, 1024, 2048], "block_size_y": [1, 2], "unused": [0, 1]}
+    results, _ = tune_kernel("blocked_sum", BLOCKED_SUM, 1, args, params, answer=answer, lang="C", iterations=1,
+                             restrictions=["unused == 0"], verbose=True)
+    kept = sorted((r["block_size_x"], r["block_size_y"]) for r in results)
+    assert kept == [(256, 1), (256, 2), (512, 1), (512, 2), (1024, 1)]
+    assert "Searchspace has 5 configurations after restrictions" in capsys.readouterr().out

@@ -40,6 +40,7 @@ from adaptune.integrations.kt_args import (
     source_backend,
     strategy_choice,
     template_instance,
+    thread_limit,
 )
 from adaptune.integrations.kt_results import (
     add_total_timings,
@@ -122,7 +123,7 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
                                     smem_args=smem_args, compiler_options=compiler_options, defines=defines,
                                     template=(name, template_params), cmem_args=cmem_args,
                                     output_observers=output_observers)
-        space = search_space(tune_params, restrictions, hidden)
+        space = search_space(tune_params, restrictions, hidden, thread_limit(backend, spec.block_size_names, tune_params))
         spec = portable_source(spec, space)
         ours, options, max_evals, max_seconds = strategy_choice(strategy, strategy_options, len(space))
         if objective != "time" and ours != "brute_force":

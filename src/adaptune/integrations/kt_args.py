@@ -27,6 +27,12 @@ from adaptune.search import STRATEGIES as ADAPTUNE_STRATEGIES
 from adaptune.space import Space
 
 DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
+#: Threads per block on the backends where every device allows the same: CUDA has allowed 1 024 since compute
+#: capability 2.0 (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability"), and Kernel
+#: Tuner's C backend sets 1 024. An OpenCL device's own limit is known only once it is opened (in the worker, not
+#: here: a driver loaded in this process would stop the worker being forked), so there a block over it stays in
+#: the space and is measured as a ``launch_error``.
+FIXED_MAX_THREADS = {"cuda": 1024, "c": 1024}
 #: Kernel Tuner's ``lang`` (upper-cased) -> adaptune backend; the others have no adaptune backend.
 LANGS = {"CUDA": "cuda", "CUPY": "cuda", "NVCUDA": "cuda", "OPENCL": "opencl", "C": "c"}
 #: Kernel Tuner's strategies -> adaptune's of the same family (docs/kernel_tuner.md).
@@ -327,9 +333,19 @@ def output_metrics(observers: Sequence[Any], answer: Any) -> list[Callable[[list
 
 
 # ---------------------------------------------------------------------------------------------- space
-def search_space(tune_params: Mapping[str, Sequence[Any]], restrictions: Any, hidden: Mapping[str, Any]) -> Space:
-    """The space: restrictions as safe expressions (strings) or callables, never ``eval``; ``hidden``
-    one-value parameters (literal template arguments) come last."""
+def thread_limit(backend: str, block_size_names: Sequence[str], tune_params: Mapping[str, Any]) -> str | None:
+    """Kernel Tuner's default restriction: the product of the block sizes among the tuned parameters at most the
+    device's threads per block (its ``Searchspace`` adds ``MaxProdConstraint(max_threads)``), so such blocks are
+    neither in the space nor measured; None where there is no block size or the limit is the device's own."""
+    tuned = [n for n in block_size_names if n in tune_params]
+    limit = FIXED_MAX_THREADS.get(backend)
+    return f"{' * '.join(tuned)} <= {limit}" if tuned and limit else None
+
+
+def search_space(tune_params: Mapping[str, Sequence[Any]], restrictions: Any, hidden: Mapping[str, Any],
+                 added: str | None = None) -> Space:
+    """The space: restrictions as safe expressions (strings) or callables, never ``eval``, then ``added``
+    (:func:`thread_limit`); ``hidden`` one-value parameters (literal template arguments) come last."""
     if not isinstance(tune_params, Mapping) or not tune_params:
         raise ValueError("tune_params must be a dict of parameter name -> list of values")
     params = {**{k: list(v) for k, v in tune_params.items()}, **{k: [v] for k, v in hidden.items()}}
@@ -345,6 +361,8 @@ def search_space(tune_params: Mapping[str, Sequence[Any]], restrictions: Any, hi
     for c in constraints:
         if not (isinstance(c, str) or callable(c)):
             raise refuse("restrictions", f"{type(c).__name__} entries are not supported; give strings or callables")
+    if added is not None and added not in constraints:
+        constraints.append(added)
     return Space(params, [_params_call(c) if callable(c) else c for c in constraints])
 
 
