@@ -190,8 +190,8 @@ def compare(ours: dict[str, Any], kt: dict[str, Any], referee: dict[str, Any] | 
             continue
         # judged on Kernel Tuner's own clock: its time of adaptune's best against its best; the other way
         # round (adaptune's time of Kernel Tuner's best) is reported beside it, to show the clocks' noise
-        ours_best_by_kt = k["times_ms"].get(_key(a["best"]), math.inf) / k["best_time_ms"]
-        kt_best_by_ours = a["times_ms"].get(_key(k["best"]), math.inf) / a["best_time_ms"]
+        ours_best_by_kt = k.get("times_ms", {}).get(_key(a["best"]), math.inf) / k["best_time_ms"]
+        kt_best_by_ours = a.get("times_ms", {}).get(_key(k["best"]), math.inf) / a["best_time_ms"]
         cross.append({"kt_time_of_adaptune_best_over_kt_best": ours_best_by_kt,
                       "adaptune_time_of_kt_best_over_adaptune_best": kt_best_by_ours})
         in_run.append(a["best"] == k["best"] or ours_best_by_kt <= 1 + TOLERANCE)
@@ -202,6 +202,16 @@ def compare(ours: dict[str, Any], kt: dict[str, Any], referee: dict[str, Any] | 
     return {"both_complete": True, "same_or_within_3pct": all(checks), "judged_by": judged_by,
             "in_run_same_or_within_3pct": all(in_run), "cross_timing": cross,
             "tune_wall_ratio": tune_a / tune_k if tune_k > 0 else None, "script_wall_ratio": ours["wall_s"] / kt["wall_s"]}
+
+
+def _drop_times(entry: dict[str, Any]) -> None:
+    """Each configuration's time is kept only where both tools completed (the in-run check reads them there);
+    a long run of one tool (sepconv.py's 59 840) would otherwise put megabytes into the committed file."""
+    for tool in TOOLS:
+        for call in entry.get(tool, {}).get("calls", []):
+            times = call.pop("times_ms", None)
+            if times is not None:
+                call["configs_timed"] = len(times)
 
 
 def _key(config: dict[str, Any]) -> str:
@@ -383,6 +393,8 @@ def write(out: str | Path, report: dict[str, Any], metadata: dict[str, Any]) -> 
     for entry in report["examples"].values():
         if "skipped" not in entry and "not_run" not in entry:
             entry["compare"] = compare(entry.get("adaptune", {}), entry.get("kernel_tuner", {}), entry.get("referee"))
+            if not entry["compare"]["both_complete"]:
+                _drop_times(entry)
     _summarise(report)
     plotted = plot_ratios(Path(out) / "kt_examples.png", report)
     notes = _notes(report) + ("\n\n![adaptune / Kernel Tuner per example](kt_examples.png)" if plotted else "")

@@ -17,6 +17,7 @@ from benchmarks.kt_examples.run import (
     plot_ratios,
     run_tool,
     swap_imports,
+    write,
 )
 from benchmarks.kt_examples.store_gaps import gaps, summary
 
@@ -59,6 +60,21 @@ def test_the_best_is_judged_on_kernel_tuners_clock():
     assert compare(far, kt_far)["same_or_within_3pct"] is False
     assert compare(close, kt)["tune_wall_ratio"] == 1.0
     assert compare({"status": "time_limit", "calls": []}, kt) == {"both_complete": False}
+
+
+def test_per_configuration_times_are_kept_only_where_both_tools_completed(tmp_path):
+    kt = {"status": "ok", "wall_s": 2.0, "calls": [call({"b": 64}, {"32": 1.02, "64": 1.0})]}
+    ours = {"status": "ok", "wall_s": 1.0, "calls": [call({"b": 32}, {"32": 0.5, "64": 0.9})]}
+    alone = {"status": "ok", "wall_s": 1.0, "calls": [call({"b": 32}, {"32": 0.5, "64": 0.9, "128": 0.7})]}
+    report = {"kernel_tuner_commit": "abc", "runs": [], "examples": {"cuda/both.py": {"kernel_tuner": kt, "adaptune": ours},
+                           "cuda/alone.py": {"kernel_tuner": {"status": "time_limit", "calls": []}, "adaptune": alone}}}
+    write(tmp_path, report, {})
+    assert "times_ms" in report["examples"]["cuda/both.py"]["adaptune"]["calls"][0]
+    assert report["examples"]["cuda/alone.py"]["adaptune"]["calls"][0]["configs_timed"] == 3
+    assert "times_ms" not in report["examples"]["cuda/alone.py"]["adaptune"]["calls"][0]
+    # a later run of the other tool alone, merged beside the slimmed one, is judged without them
+    assert compare({**ours, "calls": [{k: v for k, v in ours["calls"][0].items() if k != "times_ms"}]},
+                   kt)["both_complete"] is True
 
 
 def test_a_later_batch_replaces_results_but_not_with_an_example_it_did_not_run():
