@@ -28,7 +28,8 @@
 #                          KT_STORE_DIR: adaptune's stores kept there, so a later call resumes what the limit stopped
 #                          (they come back gzipped in $OUT with store_gaps.py's account of where the time went)
 #
-# Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: the device copy has no .git),
+# Environment: OUT (default out), ADAPTUNE_COMMIT (recorded as the commit: a device's copy may hold an older
+# .git, so without it the commit is HEAD, with "+changes" where the files differ from it),
 # PYTHON (default python3). A folder .whl/ with an adaptune wheel is installed first when present.
 # CPU pilot of any recipe: DEVICE=opencl (gpu_suite, transfer) with small sizes, e.g.
 #   DEVICE=opencl RUN_ARGS="--scale 0.1 --size-scale 0.01" OUT=/tmp/p bash benchmarks/gpu.sh gpu_suite
@@ -42,7 +43,11 @@ if compgen -G ".whl/*.whl" > /dev/null; then
     && SITE=/tmp/site:
 fi
 export PYTHONPATH=$SITE$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}
-export ADAPTUNE_COMMIT=${ADAPTUNE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+if [ -z "${ADAPTUNE_COMMIT:-}" ]; then  # a device's copy may carry an older .git than its files: then say so
+  ADAPTUNE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && ADAPTUNE_COMMIT="$ADAPTUNE_COMMIT+changes"
+fi
+export ADAPTUNE_COMMIT
 echo "$ADAPTUNE_COMMIT" > "$OUT/commit.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv 2>&1 | tee "$OUT/gpu.txt"
 t0=$(date +%s)

@@ -34,6 +34,10 @@ def git_commit() -> str:
 
 
 def _dirty() -> bool | None:
+    """Whether the tracked files differ from the commit; None where ``ADAPTUNE_COMMIT`` names the commit (a GPU
+    machine's copy may hold an older ``.git`` than its files: its status says nothing about that commit)."""
+    if os.environ.get("ADAPTUNE_COMMIT"):
+        return None
     status = _git("status", "--porcelain", "--untracked-files=no")
     return None if status is None else bool(status)
 

@@ -90,7 +90,7 @@ def test_run_metadata_names_commit_and_device(monkeypatch):
     assert meta["packages"]["numpy"]
     assert isinstance(meta["dirty"], bool)
     monkeypatch.setenv("ADAPTUNE_COMMIT", "abc1234")
-    assert run_metadata()["commit"] == "abc1234"
+    assert run_metadata()["commit"] == "abc1234" and run_metadata()["dirty"] is None
 
 
 def test_write_results_writes_json_and_table(tmp_path):
