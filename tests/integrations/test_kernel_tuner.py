@@ -286,3 +286,15 @@ def test_nvml_energy_is_kernel_tuners_power_times_one_runs_time():
                                                                       "temperature_c": 40.0})
     assert observed(result, ["nvml_energy", "nvml_power", "temperature"]) == {
         "nvml_energy": pytest.approx(0.3), "nvml_power": 150.0, "temperature": 40.0}
+
+
+def test_blocks_over_the_devices_work_group_limit_are_not_in_the_results_or_the_cache(kt_env, vector_args):
+    """Kernel Tuner's space leaves out blocks over CL_DEVICE_MAX_WORK_GROUP_SIZE (PoCL: 4096); adaptune learns that
+    limit in the worker, which refuses such blocks unlaunched, and leaves them out of what it returns."""
+    size, args, expected = vector_args
+    results, _ = tune_kernel("vector_add", VECTOR_ADD, size, args, {"block_size_x": [64, 4096, 8192, 16384]},
+                             answer=[expected, None, None, None], iterations=1, quiet=True, cache="limit.json")
+    assert [r["block_size_x"] for r in results] == [64, 4096]
+    assert "time" in results[0]
+    cached = json.loads(Path("limit.json").read_text())["cache"]
+    assert sorted(cached) == ["4096", "64"]

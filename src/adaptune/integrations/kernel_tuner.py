@@ -41,6 +41,7 @@ from adaptune.integrations.kt_args import (
     strategy_choice,
     template_instance,
     thread_limit,
+    within_device_threads,
 )
 from adaptune.integrations.kt_results import (
     add_total_timings,
@@ -151,13 +152,14 @@ def tune_kernel(kernel_name: str, kernel_source: Any, problem_size: Any, argumen
                       observers=adaptune_observers, strategy_options=options, discard_factor=settings.discard_factor,
                       hold_short_launches=settings.hold_short_launches,
                       **_parallel(parallel, backend))
-        rows = _rows(report.results, names, metrics, observables, start)
+        results = within_device_threads(report.results, report.device, spec.block_size_names, tune_params)
+        rows = _rows(results, names, metrics, observables, start)
         env = environment(report.device, iterations, compiler_options,
                           {"strategy": ours, "db": report.db, "evaluated": report.evaluated, "failed": report.failed,
                            "reused": report.reused, "phases": _phases(prepared, report.phases),
                            "worker_start": report.worker_start, "worker_stats": report.worker_stats})
         if path is not None:
-            write_cache(path, previous, report.results, rows, device_name=report.device.name, kernel_name=kernel_name,
+            write_cache(path, previous, results, rows, device_name=report.device.name, kernel_name=kernel_name,
                         problem_size=problem_size, tune_params=tune_params, objective=objective)
         return _finish(rows, env, names, metrics, (objective, higher), quiet, start)
 

@@ -23,6 +23,7 @@ import numpy as np
 from adaptune.accuracy import AccuracyObserver, TunablePrecision, observe_outputs
 from adaptune.measure import GeneratedSources, KernelSpec
 from adaptune.measure.choice import ArgumentChoice
+from adaptune.records import DeviceInfo, Result
 from adaptune.search import STRATEGIES as ADAPTUNE_STRATEGIES
 from adaptune.space import Space
 
@@ -30,8 +31,7 @@ DEFAULT_BLOCK_NAMES = ("block_size_x", "block_size_y", "block_size_z")
 #: Threads per block on the backends where every device allows the same: CUDA has allowed 1 024 since compute
 #: capability 2.0 (CUDA C++ Programming Guide, "Technical Specifications per Compute Capability"), and Kernel
 #: Tuner's C backend sets 1 024. An OpenCL device's own limit is known only once it is opened (in the worker, not
-#: here: a driver loaded in this process would stop the worker being forked), so there a block over it stays in
-#: the space and is measured as a ``launch_error``.
+#: here: a driver loaded in this process would stop the worker being forked): :func:`within_device_threads`.
 FIXED_MAX_THREADS = {"cuda": 1024, "c": 1024}
 #: Kernel Tuner's ``lang`` (upper-cased) -> adaptune backend; the others have no adaptune backend.
 LANGS = {"CUDA": "cuda", "CUPY": "cuda", "NVCUDA": "cuda", "OPENCL": "opencl", "C": "c"}
@@ -340,6 +340,18 @@ def thread_limit(backend: str, block_size_names: Sequence[str], tune_params: Map
     tuned = [n for n in block_size_names if n in tune_params]
     limit = FIXED_MAX_THREADS.get(backend)
     return f"{' * '.join(tuned)} <= {limit}" if tuned and limit else None
+
+
+def within_device_threads(results: list[Result], device: DeviceInfo, block_size_names: Sequence[str],
+                          tune_params: Mapping[str, Any]) -> list[Result]:
+    """The same rule where the limit is the device's own (OpenCL: ``CL_DEVICE_MAX_WORK_GROUP_SIZE``, Kernel
+    Tuner's ``max_threads`` there). The worker refused those blocks before compiling them ("not launched", a few
+    ms each); dropping their results leaves what Kernel Tuner's space gives (they stay in the store)."""
+    limit = device.properties.get("max_work_group_size")
+    tuned = [n for n in block_size_names if n in tune_params]
+    if not limit or not tuned:
+        return results
+    return [r for r in results if math.prod(int(r.config[n]) for n in tuned) <= limit]
 
 
 def search_space(tune_params: Mapping[str, Sequence[Any]], restrictions: Any, hidden: Mapping[str, Any],
