@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from adaptune.records import DeviceInfo
 from adaptune.tuning import tune
 from adaptune.tuning.spec_file import load_problem
+from adaptune.tuning.tune import _shares_host_cores
 
 SPEC = Path(__file__).parent / "specs" / "vadd_spec.py"
 
@@ -32,6 +34,18 @@ def test_brute_force_tunes_every_valid_config_and_stores_them(tmp_path):
     again = tune(problem, "brute_force", repeats=3, db=str(db), progress=False)
     assert again.reused == again.evaluated == report.evaluated
     assert again.best == report.best
+
+
+def test_on_a_cpu_opencl_device_each_configuration_compiles_just_before_its_own_runs(tmp_path):
+    """PoCL's kernels run on the cores its compiler needs: nothing is compiled beside a timed run there."""
+    problem = load_problem(SPEC)
+    report = tune(problem, "brute_force", repeats=1, db=str(tmp_path / "c.db"), progress=False)
+    assert "CPU" in report.device.properties["type"]  # pyopencl says "ALL | CPU"
+    assert report.worker_stats["prefetched"] == report.worker_stats["compiled_ahead"] == 0
+    assert report.worker_stats["compiles"] == len(problem.space) and report.failed == 0
+    gpu = DeviceInfo("NVIDIA H100", "opencl:NVIDIA CUDA", properties={"type": "GPU"})
+    assert _shares_host_cores(report.device) and not _shares_host_cores(gpu)
+    assert not _shares_host_cores(DeviceInfo("NVIDIA H100", "cuda"))
 
 
 def test_random_respects_max_evals(tmp_path):

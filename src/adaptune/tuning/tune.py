@@ -2,7 +2,8 @@
 
 Compilation is pipelined: the tuner asks the strategy a few configurations ahead and hands them to the
 worker's compile pool (CUDA: to compile processes forked at the start, :mod:`adaptune.measure.compile_ahead`,
-whose cubins the worker loads), so the device is never idle waiting for the compiler. Measurements already in the
+whose cubins the worker loads), so the device is never idle waiting for the compiler; not on an OpenCL CPU device,
+whose kernels run on the compiler's cores (:func:`_shares_host_cores`). Measurements already in the
 store for the same (device, problem, input, configuration) are reused, so an interrupted run resumes.
 """
 
@@ -19,7 +20,7 @@ from adaptune.measure import Measurer, MeasureSettings
 from adaptune.measure.compile_ahead import CompileAhead
 from adaptune.measure.runners import OUT_OF_PROCESS_BUILDS, compile_threads
 from adaptune.progress import BestSoFarProgress
-from adaptune.records import Result
+from adaptune.records import DeviceInfo, Result
 from adaptune.search import make_strategy
 from adaptune.store import Store
 from adaptune.tuning.parallel import tune_with_executor
@@ -100,7 +101,7 @@ def tune(
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
             ids = (*ids, store.input(ids[1], problem.input_name, problem.features or None))
             adopt_known(store, ids, space, problem.known_results)
-            session = _Session(space, measurer, store, ids, ahead)
+            session = _Session(space, measurer, store, ids, ahead, compile_ahead=not _shares_host_cores(info))
             results, reused = _search_loop(search, session, (max_evals, max_seconds), total, lookahead,
                                            progress, problem.name, start, first)
             default_result = _default_result(space, results, session)
@@ -125,6 +126,13 @@ def tune(
     return report
 
 
+def _shares_host_cores(info: DeviceInfo) -> bool:
+    """An OpenCL CPU device (PoCL) runs kernels on the cores its compiler needs: a build beside a timed run slows
+    both and skews the time measured, so there each configuration is compiled just before its own runs, as Kernel
+    Tuner does (on 2 cores, compiling ahead had doubled both the compile and the benchmark time of its examples)."""
+    return info.platform.startswith("opencl:") and "CPU" in str(info.properties.get("type", ""))
+
+
 def _stored_count(store: Store) -> int:
     try:
         return store.count()
@@ -145,11 +153,12 @@ class _Session:
     ``ahead``: compile processes (CUDA) that make what the worker would otherwise compile ahead itself."""
 
     def __init__(self, space, measurer: Measurer, store: Store, ids: tuple[int, int, int],
-                 ahead: CompileAhead | None = None) -> None:
+                 ahead: CompileAhead | None = None, compile_ahead: bool = True) -> None:
         self.space, self.measurer, self.store, self.ids = space, measurer, store, ids
         self.stored = StoredLookup(store, ids, space, observed=bool(measurer.settings.observers))  # batch of asks
         self.best_ms = math.inf  # the incumbent, for racing
         self.ahead = ahead
+        self.compile_ahead = compile_ahead
 
     def prefetch(self, indices: list[int]) -> None:
         configs = [self.space.config(i) for i in indices]
@@ -157,7 +166,7 @@ class _Session:
         fresh = [c for c in configs if self.stored.get(c) is None]
         if self.ahead is not None and self.ahead.usable:
             self.ahead.compile(fresh)
-        else:
+        elif self.compile_ahead:
             self.measurer.prefetch(fresh)
 
     def _hand_over(self, config: dict[str, Any]) -> None:
