@@ -183,3 +183,14 @@ def test_the_checks_fast_path_agrees_with_isclose_everywhere(dtype):
         with np.errstate(invalid="ignore"):
             want = bool(np.isclose(got, exp, atol=atol, rtol=rtol).all())
         assert (check([got], [exp], atol, rtol) is None) == want
+
+
+def test_racing_needs_two_runs_far_behind_to_give_up():
+    far_behind = lambda ms: ms > 2.0  # noqa: E731 - an incumbent of 1 ms and a factor of 2
+    hiccup = iter([5.0, 1.1, 1.0, 1.2, 1.0])  # one slow run of a good configuration: measured in full
+    assert collect(lambda: next(hiccup), 5, give_up=far_behind) == [5.0, 1.1, 1.0, 1.2, 1.0]
+    slow = iter([5.0, 4.0, 4.5])
+    assert collect(lambda: next(slow), 5, give_up=far_behind) == [5.0, 4.0]
+    assert collect(lambda: 5.0, 1, give_up=far_behind) == [5.0]
+    auto = iter([5.0, 1.0] + [1.0] * 10)
+    assert len(collect(lambda: next(auto), "auto", min_repeats=5, give_up=far_behind)) >= 5  # measured on

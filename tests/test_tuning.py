@@ -114,6 +114,6 @@ def test_racing_cuts_repeats_only_for_configurations_far_behind_the_incumbent():
         behind = measurer.measure(config, best_ms=1e-9)  # no real run is this fast: far behind
         close = measurer.measure(config, best_ms=1e9)  # everything is faster than this: keep measuring
         alone = measurer.measure(config)  # no incumbent yet
-    assert behind.ok and len(behind.samples) == 1
+    assert behind.ok and len(behind.samples) == 2  # a second run confirms the first (a hiccup of the host is not)
     assert close.ok and len(close.samples) == 5
     assert alone.ok and len(alone.samples) == 5

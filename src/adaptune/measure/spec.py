@@ -235,7 +235,7 @@ class MeasureSettings:
     auto_max_repeats: int = 100
     auto_max_seconds: float = 2.0
     auto_rel_ci: float = 0.02
-    #: Racing: stop repeating after the first timed run when it is slower than ``discard_factor`` times
+    #: Racing: stop repeating after the first two timed runs when both are slower than ``discard_factor`` times
     #: the best time so far (passed in by the tuner). A configuration that far behind cannot become the
     #: best, so its remaining repeats are wasted device time. None measures every repeat.
     discard_factor: float | None = None

@@ -58,7 +58,7 @@ def tune(
 ) -> TuneReport:
     """Tune ``problem`` with ``strategy`` under a budget; every outcome is stored in ``db``.
 
-    ``discard_factor`` races configurations against the best so far: one whose first timed run is more
+    ``discard_factor`` races configurations against the best so far: one whose first two timed runs are more
     than that many times slower gets no further repeats (None: every configuration gets every repeat).
     ``hold_short_launches``: :attr:`MeasureSettings.hold_short_launches` (CUDA: short kernels timed without the
     host's enqueue latency; off by default, so times stay comparable with those of other runners).
