@@ -10,8 +10,10 @@ import pytest
 
 from adaptune.measure import KernelSpec, MeasureSettings, median_ci, poison_value, runners, time_callable
 from adaptune.measure.geometry import SpecError, kernel_defines, launch_geometry, template_args
+from adaptune.measure.runners import racing_time
 from adaptune.measure.timing import collect, median_is_known
 from adaptune.measure.verify import check
+from adaptune.records import Result, Status
 
 ARGS = [np.zeros(10, np.float32), np.int32(10)]
 
@@ -194,3 +196,10 @@ def test_racing_needs_two_runs_far_behind_to_give_up():
     assert collect(lambda: 5.0, 1, give_up=far_behind) == [5.0]
     auto = iter([5.0, 1.0] + [1.0] * 10)
     assert len(collect(lambda: next(auto), "auto", min_repeats=5, give_up=far_behind)) >= 5  # measured on
+
+
+def test_an_incumbent_races_with_its_first_two_runs_as_a_candidate_is_judged_on_its_own():
+    warmed = Result({"b": 1}, Status.OK, 1.0, samples=[3.0, 2.5, 1.0, 1.0, 1.0])  # slow runs just after a build
+    assert racing_time(warmed) == 2.5
+    assert racing_time(Result({"b": 2}, Status.OK, 1.0)) == 1.0  # no samples kept: its time
+    assert racing_time(Result({"b": 3}, Status.COMPILE_ERROR, math.inf)) == math.inf

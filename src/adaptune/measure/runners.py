@@ -59,6 +59,13 @@ def racing(settings: MeasureSettings, best_ms: float | None) -> Callable[[float]
     return lambda first_ms: first_ms > factor * best_ms
 
 
+def racing_time(result: Result) -> float:
+    """A result's time as an incumbent for racing: the lower of its first two timed runs, since a candidate is
+    judged on its own first two. Where early runs are slower than later ones (PoCL: the first runs after a build
+    took 2-3x the median) a candidate is then held to a time of the same kind, not to the incumbent's median."""
+    return min(result.samples[:2]) if result.ok and result.samples else result.time_ms
+
+
 def log_head(text: str) -> str:
     """The first lines of a compiler log: enough to see the first errors, short enough to store."""
     head = "\n".join(text.strip().splitlines()[:LOG_LINES])

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adaptune.distributed.executor import Completion, Executor, device_kind, make_executor
+from adaptune.measure.runners import racing_time
 from adaptune.progress import BestSoFarProgress
 from adaptune.records import DeviceInfo, Result, Status
 from adaptune.search import make_strategy
@@ -102,7 +103,7 @@ def tune_on_executor(problem, executor: Executor, strategy: str, *, settings, ba
         g.search.tell(index, result.time_ms)
         g.results.append(result)
         g.reused += reused
-        g.best_ms = min(g.best_ms, result.time_ms)
+        g.best_ms = min(g.best_ms, racing_time(result))
         bar.advance(result.time_ms)
 
     with BestSoFarProgress(f"tuning {problem.name} on {len(owner)} workers", total, enabled=progress) as bar:

@@ -18,7 +18,7 @@ from typing import Any
 from adaptune.backends.binary import binary_target_of
 from adaptune.measure import Measurer, MeasureSettings
 from adaptune.measure.compile_ahead import CompileAhead
-from adaptune.measure.runners import OUT_OF_PROCESS_BUILDS, compile_threads
+from adaptune.measure.runners import OUT_OF_PROCESS_BUILDS, compile_threads, racing_time
 from adaptune.progress import BestSoFarProgress
 from adaptune.records import DeviceInfo, Result
 from adaptune.search import make_strategy
@@ -156,7 +156,7 @@ class _Session:
                  ahead: CompileAhead | None = None, compile_ahead: bool = True) -> None:
         self.space, self.measurer, self.store, self.ids = space, measurer, store, ids
         self.stored = StoredLookup(store, ids, space, observed=bool(measurer.settings.observers))  # batch of asks
-        self.best_ms = math.inf  # the incumbent, for racing
+        self.best_ms = math.inf  # the incumbent, for racing (:func:`racing_time`)
         self.ahead = ahead
         self.compile_ahead = compile_ahead
 
@@ -194,7 +194,7 @@ class _Session:
             result = self.measurer.measure(config, best_ms=self.best_ms)
             self.store.put(*self.ids, result)
             self.stored.add(config, result)
-        self.best_ms = min(self.best_ms, result.time_ms)
+        self.best_ms = min(self.best_ms, racing_time(result))
         return result, reused
 
 
