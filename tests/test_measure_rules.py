@@ -11,7 +11,7 @@ import pytest
 from adaptune.measure import KernelSpec, MeasureSettings, median_ci, poison_value, runners, time_callable
 from adaptune.measure.geometry import SpecError, kernel_defines, launch_geometry, template_args
 from adaptune.measure.runners import racing_time
-from adaptune.measure.timing import collect, median_is_known
+from adaptune.measure.timing import collect, median_is_known, settle
 from adaptune.measure.verify import check
 from adaptune.records import Result, Status
 
@@ -203,3 +203,13 @@ def test_an_incumbent_races_with_its_first_two_runs_as_a_candidate_is_judged_on_
     assert racing_time(warmed) == 2.5
     assert racing_time(Result({"b": 2}, Status.OK, 1.0)) == 1.0  # no samples kept: its time
     assert racing_time(Result({"b": 3}, Status.COMPILE_ERROR, math.inf)) == math.inf
+
+
+def test_warm_up_settles_once_a_window_of_runs_stops_getting_faster():
+    # PoCL on two cores after a build (a plain PyOpenCL loop): ~10 runs down a slope, with spikes on the way
+    sloped = [4.37, 8.22, 4.47, 5.92, 3.89, 3.44, 3.11, 2.87, 2.63, 2.58, 3.65, 2.57, 2.55, 3.1, 4.87, 2.9]
+    runs = iter(sloped)
+    assert settle(lambda: next(runs)) == 12
+    assert settle(lambda: 1.0) == 6  # a steady device: the least it takes
+    assert settle(lambda: 400.0) == 2  # a long kernel: the time cap
+    assert settle(lambda: 1e-3) == 6

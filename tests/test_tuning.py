@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from adaptune.measure.runners import shares_host_cores
 from adaptune.records import DeviceInfo
 from adaptune.tuning import tune
 from adaptune.tuning.spec_file import load_problem
-from adaptune.tuning.tune import _shares_host_cores
 
 SPEC = Path(__file__).parent / "specs" / "vadd_spec.py"
 
@@ -43,9 +43,10 @@ def test_on_a_cpu_opencl_device_each_configuration_compiles_just_before_its_own_
     assert "CPU" in report.device.properties["type"]  # pyopencl says "ALL | CPU"
     assert report.worker_stats["prefetched"] == report.worker_stats["compiled_ahead"] == 0
     assert report.worker_stats["compiles"] == len(problem.space) and report.failed == 0
+    assert report.worker_stats["settle_runs"] >= 6 * len(problem.space)  # each speed settled before it was timed
     gpu = DeviceInfo("NVIDIA H100", "opencl:NVIDIA CUDA", properties={"type": "GPU"})
-    assert _shares_host_cores(report.device) and not _shares_host_cores(gpu)
-    assert not _shares_host_cores(DeviceInfo("NVIDIA H100", "cuda"))
+    assert shares_host_cores(report.device) and not shares_host_cores(gpu)
+    assert not shares_host_cores(DeviceInfo("NVIDIA H100", "cuda"))
 
 
 def test_random_respects_max_evals(tmp_path):

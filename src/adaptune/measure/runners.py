@@ -26,7 +26,7 @@ from adaptune.measure.choice import ArgumentChoice
 from adaptune.measure.geometry import Geometry, SpecError, kernel_defines, launch_geometry, template_args
 from adaptune.measure.observers import make_observers
 from adaptune.measure.spec import CallableSpec, KernelSpec, MeasureSettings
-from adaptune.measure.timing import collect
+from adaptune.measure.timing import collect, settle
 from adaptune.measure.verify import check, poison_value
 from adaptune.records import DeviceInfo, Result, Status
 
@@ -57,6 +57,13 @@ def racing(settings: MeasureSettings, best_ms: float | None) -> Callable[[float]
     if factor is None or best_ms is None or not math.isfinite(best_ms):
         return None
     return lambda first_ms: first_ms > factor * best_ms
+
+
+def shares_host_cores(info: DeviceInfo) -> bool:
+    """An OpenCL CPU device (PoCL) runs kernels on the cores its compiler needs and the host's other work uses:
+    there builds are not made beside timed runs (``tuning.tune``), and each configuration's speed settles before
+    it is timed (:func:`~adaptune.measure.timing.settle`)."""
+    return info.platform.startswith("opencl:") and "CPU" in str(info.properties.get("type", ""))
 
 
 def racing_time(result: Result) -> float:
@@ -137,6 +144,7 @@ class KernelRunner:
         if spec.lang is not None and spec.lang != self.backend.lang:
             raise ValueError(f"the kernel is {spec.lang} but the backend is {backend}")
         info = self.backend.device_info()
+        self.settles = settings.settle if settings.settle is not None else shares_host_cores(info)
         self.observers = make_observers(tuple(settings.observers), backend, info.properties, device)
         self.backend.hold_before_short_launches = settings.hold_short_launches and not self.observers
         self.choices = {i: a for i, a in enumerate(spec.arguments) if isinstance(a, ArgumentChoice)}
@@ -162,7 +170,7 @@ class KernelRunner:
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="adaptune-compile")
         self.pending: dict[str, Future[tuple[Any, float, bool]]] = {}
         self.counters = {"measured": 0, "prefetched": 0, "compiled_ahead": 0, "compile_waits": 0,
-                         "loaded_binaries": 0, "held_up_launches": 0}
+                         "loaded_binaries": 0, "held_up_launches": 0, "settle_runs": 0}
         self._loaded_lock = threading.Lock()  # loads count from the pool's threads
 
     def device_info(self) -> DeviceInfo:
@@ -326,6 +334,8 @@ class KernelRunner:
         for _ in range(settings.warmup):
             self._run(kernel, geo)
         be.synchronize()
+        if self.settles:
+            self.counters["settle_runs"] += settle(lambda: self._timed(kernel, geo))
         for obs in self.observers:
             obs.start()
         samples = collect(lambda: self._timed(kernel, geo), settings.repeats,

@@ -244,6 +244,9 @@ class MeasureSettings:
     #: while observers read the device's power. Off by default: times of kernels measured with it are a few
     #: microseconds shorter than those of library calls or callables measured without it.
     hold_short_launches: bool = False
+    #: Timed warm-up runs until the kernel's speed is steady, before the timed repeats (:func:`timing.settle`);
+    #: None: where the device needs it, an OpenCL CPU device (:func:`runners.shares_host_cores`).
+    settle: bool | None = None
 
     def __post_init__(self) -> None:
         if self.repeats != "auto" and (not isinstance(self.repeats, int) or self.repeats < 1):

@@ -38,6 +38,27 @@ def median_is_known(samples: Sequence[float], rel: float, confidence: float = 0.
     return (hi - lo) / 2 <= rel * abs(med)
 
 
+#: Settling: warm-up runs (at least twice SETTLE_WINDOW) go on while the best of the last SETTLE_WINDOW runs is
+#: SETTLE_GAIN faster than every run before them, for at most SETTLE_MAX_RUNS runs or SETTLE_MAX_MS milliseconds.
+SETTLE_WINDOW, SETTLE_GAIN, SETTLE_MAX_RUNS, SETTLE_MAX_MS = 3, 0.05, 20, 500.0
+
+
+def settle(run_once: Callable[[], float]) -> int:
+    """Timed warm-up runs until the device runs the kernel at a steady speed; returns how many it took.
+
+    Where the first runs after a build are slower than the rest (PoCL on two shared cores: about 10 runs, the first
+    2-3x the later ones, in a plain PyOpenCL loop too), a fixed warm-up leaves the median of the timed runs on that
+    slope rather than at the kernel's speed. A window of runs, not one, must stop improving: single runs there
+    spike by 50 % and more."""
+    times: list[float] = []
+    while len(times) < SETTLE_MAX_RUNS and sum(times) < SETTLE_MAX_MS:
+        times.append(run_once())
+        if len(times) >= 2 * SETTLE_WINDOW and (min(times[-SETTLE_WINDOW:])
+                                            >= (1 - SETTLE_GAIN) * min(times[:-SETTLE_WINDOW])):
+            break
+    return len(times)
+
+
 def collect(run_once: Callable[[], float], repeats: int | str, *, min_repeats: int = 5,
             max_repeats: int = 100, max_seconds: float = 2.0, rel_ci: float = 0.02,
             give_up: Callable[[float], bool] | None = None) -> list[float]:

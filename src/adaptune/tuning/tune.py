@@ -3,7 +3,7 @@
 Compilation is pipelined: the tuner asks the strategy a few configurations ahead and hands them to the
 worker's compile pool (CUDA: to compile processes forked at the start, :mod:`adaptune.measure.compile_ahead`,
 whose cubins the worker loads), so the device is never idle waiting for the compiler; not on an OpenCL CPU device,
-whose kernels run on the compiler's cores (:func:`_shares_host_cores`). Measurements already in the
+whose kernels run on the compiler's cores (:func:`~adaptune.measure.runners.shares_host_cores`). Measurements already in the
 store for the same (device, problem, input, configuration) are reused, so an interrupted run resumes.
 """
 
@@ -18,9 +18,9 @@ from typing import Any
 from adaptune.backends.binary import binary_target_of
 from adaptune.measure import Measurer, MeasureSettings
 from adaptune.measure.compile_ahead import CompileAhead
-from adaptune.measure.runners import OUT_OF_PROCESS_BUILDS, compile_threads, racing_time
+from adaptune.measure.runners import OUT_OF_PROCESS_BUILDS, compile_threads, racing_time, shares_host_cores
 from adaptune.progress import BestSoFarProgress
-from adaptune.records import DeviceInfo, Result
+from adaptune.records import Result
 from adaptune.search import make_strategy
 from adaptune.store import Store
 from adaptune.tuning.parallel import tune_with_executor
@@ -101,7 +101,7 @@ def tune(
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
             ids = (*ids, store.input(ids[1], problem.input_name, problem.features or None))
             adopt_known(store, ids, space, problem.known_results)
-            session = _Session(space, measurer, store, ids, ahead, compile_ahead=not _shares_host_cores(info))
+            session = _Session(space, measurer, store, ids, ahead, compile_ahead=not shares_host_cores(info))
             results, reused = _search_loop(search, session, (max_evals, max_seconds), total, lookahead,
                                            progress, problem.name, start, first)
             default_result = _default_result(space, results, session)
@@ -124,13 +124,6 @@ def tune(
     report.phases, report.worker_start, report.worker_stats = phases, worker_start, worker_stats
     warn_if_all_failed(report)
     return report
-
-
-def _shares_host_cores(info: DeviceInfo) -> bool:
-    """An OpenCL CPU device (PoCL) runs kernels on the cores its compiler needs: a build beside a timed run slows
-    both and skews the time measured, so there each configuration is compiled just before its own runs, as Kernel
-    Tuner does (on 2 cores, compiling ahead had doubled both the compile and the benchmark time of its examples)."""
-    return info.platform.startswith("opencl:") and "CPU" in str(info.properties.get("type", ""))
 
 
 def _stored_count(store: Store) -> int:
