@@ -144,6 +144,14 @@ def test_crashing_kernel_is_launch_error_and_the_next_config_works(measurer):
     assert after.status == Status.OK, after.error
 
 
+def test_settling_runs_the_kernel_until_its_speed_is_steady_before_timing_it():
+    with Measurer(modes_spec(), "opencl", MeasureSettings(repeats=3, settle=True)) as m:
+        result = m.measure(cfg(block=32))
+        stats = m.stats()
+    assert result.ok and len(result.samples) == 3
+    assert 6 <= stats["settle_runs"] <= 20
+
+
 def test_prefetch_compiles_ahead_in_the_pool():
     configs = [cfg(block=b) for b in (16, 32, 64)]
     with Measurer(modes_spec(), "opencl", MeasureSettings(repeats=1, warmup=0)) as m:

@@ -60,9 +60,8 @@ def racing(settings: MeasureSettings, best_ms: float | None) -> Callable[[float]
 
 
 def shares_host_cores(info: DeviceInfo) -> bool:
-    """An OpenCL CPU device (PoCL) runs kernels on the cores its compiler needs and the host's other work uses:
-    there builds are not made beside timed runs (``tuning.tune``), and each configuration's speed settles before
-    it is timed (:func:`~adaptune.measure.timing.settle`)."""
+    """An OpenCL CPU device (PoCL) runs kernels on the cores its compiler needs: there builds are not made beside
+    timed runs (``tuning.tune``)."""
     return info.platform.startswith("opencl:") and "CPU" in str(info.properties.get("type", ""))
 
 
@@ -144,7 +143,6 @@ class KernelRunner:
         if spec.lang is not None and spec.lang != self.backend.lang:
             raise ValueError(f"the kernel is {spec.lang} but the backend is {backend}")
         info = self.backend.device_info()
-        self.settles = settings.settle if settings.settle is not None else shares_host_cores(info)
         self.observers = make_observers(tuple(settings.observers), backend, info.properties, device)
         self.backend.hold_before_short_launches = settings.hold_short_launches and not self.observers
         self.choices = {i: a for i, a in enumerate(spec.arguments) if isinstance(a, ArgumentChoice)}
@@ -334,7 +332,7 @@ class KernelRunner:
         for _ in range(settings.warmup):
             self._run(kernel, geo)
         be.synchronize()
-        if self.settles:
+        if settings.settle:
             self.counters["settle_runs"] += settle(lambda: self._timed(kernel, geo))
         for obs in self.observers:
             obs.start()

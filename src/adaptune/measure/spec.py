@@ -244,9 +244,11 @@ class MeasureSettings:
     #: while observers read the device's power. Off by default: times of kernels measured with it are a few
     #: microseconds shorter than those of library calls or callables measured without it.
     hold_short_launches: bool = False
-    #: Timed warm-up runs until the kernel's speed is steady, before the timed repeats (:func:`timing.settle`);
-    #: None: where the device needs it, an OpenCL CPU device (:func:`runners.shares_host_cores`).
-    settle: bool | None = None
+    #: Timed warm-up runs until the kernel's speed is steady, before the timed repeats (:func:`timing.settle`):
+    #: the steady speed, not the one just after the build. Off by default, as in Kernel Tuner, whose clock the
+    #: drop-in is judged on: on PoCL (2 cores) the first ~10 runs after a build were up to 2-3x slower, and
+    #: settling them cost Kernel Tuner's OpenCL examples 15-20 % more wall time (kt_examples README).
+    settle: bool = False
 
     def __post_init__(self) -> None:
         if self.repeats != "auto" and (not isinstance(self.repeats, int) or self.repeats < 1):
