@@ -65,8 +65,8 @@ def collect(run_once: Callable[[], float], repeats: int | str, *, min_repeats: i
     """Call ``run_once`` (returns one sample in ms) ``repeats`` times, or adaptively for "auto".
 
     ``give_up(sample)`` true for the first two samples stops there (racing against the incumbent): one run far
-    behind may be a hiccup of a shared host, which dropped a best configuration on two shared cores (PoCL: a 2.3 ms
-    configuration timed 4.8 ms once), so a second run must agree.
+    behind may be a hiccup of a shared host (PoCL on two shared cores: single runs spike by 50 % and more), so a
+    second run must agree.
     """
     samples: list[float] = [run_once()]
     if give_up is not None and give_up(samples[0]) and repeats != 1:
