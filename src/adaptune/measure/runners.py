@@ -56,7 +56,7 @@ def racing(settings: MeasureSettings, best_ms: float | None) -> Callable[[float]
     factor = settings.discard_factor
     if factor is None or best_ms is None or not math.isfinite(best_ms):
         return None
-    return lambda first_ms: first_ms > factor * best_ms
+    return lambda ms: ms > factor * best_ms
 
 
 def shares_host_cores(info: DeviceInfo) -> bool:

@@ -2,9 +2,10 @@
 
 Compilation is pipelined: the tuner asks the strategy a few configurations ahead and hands them to the
 worker's compile pool (CUDA: to compile processes forked at the start, :mod:`adaptune.measure.compile_ahead`,
-whose cubins the worker loads), so the device is never idle waiting for the compiler; not on an OpenCL CPU device,
-whose kernels run on the compiler's cores (:func:`~adaptune.measure.runners.shares_host_cores`). Measurements already in the
-store for the same (device, problem, input, configuration) are reused, so an interrupted run resumes.
+whose cubins the worker loads), so the device is never idle waiting for the compiler; not on an OpenCL CPU
+device, whose kernels run on the compiler's cores (:func:`~adaptune.measure.runners.shares_host_cores`).
+Measurements already in the store for the same (device, problem, input, configuration) are reused, so an
+interrupted run resumes.
 """
 
 from __future__ import annotations
