@@ -179,7 +179,8 @@ def test_the_checks_fast_path_agrees_with_isclose_everywhere(dtype):
     cases["inf"][3] = np.inf
     both_inf = expected.copy()
     both_inf[3] = np.inf
-    for got, exp in [*((g, expected) for g in cases.values()), (cases["inf"], both_inf),
+    for got, exp in [*((g, expected) for g in cases.values()), (cases["inf"], both_inf), (expected, both_inf),
+                     (expected, cases["nan"]), (both_inf[:0], expected[:0]),
                      (expected.astype(np.complex64), expected.astype(np.complex64))]:
         atol, rtol = (1e-3, 1e-3) if dtype == np.float16 else (1e-6, 1e-5)
         with np.errstate(invalid="ignore"):
