@@ -333,11 +333,16 @@ def output_metrics(observers: Sequence[Any], answer: Any) -> list[Callable[[list
 
 
 # ---------------------------------------------------------------------------------------------- space
+def tuned_block_sizes(block_size_names: Sequence[str], tune_params: Mapping[str, Any]) -> list[str]:
+    """The block sizes among the tuned parameters: those whose product Kernel Tuner holds to ``max_threads``."""
+    return [n for n in block_size_names if n in tune_params]
+
+
 def thread_limit(backend: str, block_size_names: Sequence[str], tune_params: Mapping[str, Any]) -> str | None:
     """Kernel Tuner's default restriction: the product of the block sizes among the tuned parameters at most the
     device's threads per block (its ``Searchspace`` adds ``MaxProdConstraint(max_threads)``), so such blocks are
     neither in the space nor measured; None where there is no block size or the limit is the device's own."""
-    tuned = [n for n in block_size_names if n in tune_params]
+    tuned = tuned_block_sizes(block_size_names, tune_params)
     limit = FIXED_MAX_THREADS.get(backend)
     return f"{' * '.join(tuned)} <= {limit}" if tuned and limit else None
 
@@ -348,7 +353,7 @@ def within_device_threads(results: list[Result], device: DeviceInfo, block_size_
     Tuner's ``max_threads`` there). The worker refused those blocks before compiling them ("not launched", a few
     ms each); dropping their results leaves what Kernel Tuner's space gives (they stay in the store)."""
     limit = device.properties.get("max_work_group_size")
-    tuned = [n for n in block_size_names if n in tune_params]
+    tuned = tuned_block_sizes(block_size_names, tune_params)
     if not limit or not tuned:
         return results
     return [r for r in results if math.prod(int(r.config[n]) for n in tuned) <= limit]
