@@ -89,6 +89,14 @@ def export_examples(repo: Path, folders: list[str], dest: Path) -> str:
     return commit
 
 
+def fresh_compile_caches(folder: Path) -> dict[str, str]:
+    """Compile caches for one tool's run, empty at its start, so no run gets a kernel compiled in another.
+    PoCL's kernel cache stays on (its default; adaptune's warming processes fill it, ``measure.cache_warm``),
+    in a folder of this run's own; PyOpenCL's cache of program binaries is off, CuPy's in the run's folder."""
+    return {"POCL_KERNEL_CACHE": "1", "POCL_CACHE_DIR": str(folder / "pocl_cache"), "PYOPENCL_NO_CACHE": "1",
+            "CUPY_CACHE_DIR": str(folder / "cupy_cache")}
+
+
 def run_tool(tool: str, script: Path, work: Path, limit_s: float, extra: tuple[str, ...] = (),
              store_dir: Path | None = None) -> dict[str, Any]:
     """One tool on one example in a fresh copy of its folder; wall time, exit, calls, why it failed.
@@ -111,8 +119,7 @@ def run_tool(tool: str, script: Path, work: Path, limit_s: float, extra: tuple[s
     resumed_from = sum(s["measured"] for s in stored_progress(db, started)) if tool == "adaptune" else 0
     paths = [str(ROOT / "src"), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths),
-           "ADAPTUNE_DB": str(db), "POCL_KERNEL_CACHE": "0", "PYOPENCL_NO_CACHE": "1",
-           "CUPY_CACHE_DIR": str(folder / "cupy_cache"), "MPLBACKEND": "Agg"}
+           "ADAPTUNE_DB": str(db), **fresh_compile_caches(folder), "MPLBACKEND": "Agg"}
     start = time.perf_counter()
     with open(folder / "_stdout.txt", "w") as out, open(folder / "_stderr.txt", "w") as err:
         try:

@@ -225,6 +225,14 @@ class OpenCLBackend(Backend):
         buf = cl.Buffer(self.context, flags, hostbuf=host)
         return DeviceArray(buf, host.dtype, host.shape)
 
+    def wrap_host(self, host: np.ndarray) -> DeviceArray:
+        """A buffer over ``host`` itself (``CL_MEM_USE_HOST_PTR``; a CPU device uses the memory in place, no
+        copy), for a launch whose outputs nobody reads (``measure.cache_warm``)."""
+        if host.size == 0 or not host.flags.c_contiguous:
+            return self._allocate_array(np.ascontiguousarray(host))
+        flags = self._cl.mem_flags.READ_WRITE | self._cl.mem_flags.USE_HOST_PTR
+        return DeviceArray(self._cl.Buffer(self.context, flags, hostbuf=host), host.dtype, host.shape)
+
     def copy_in(self, dst: DeviceArray, host: np.ndarray) -> None:
         if dst.nbytes:
             self._cl.enqueue_copy(self.queue, dst.handle, np.ascontiguousarray(host, dtype=dst.dtype))

@@ -2,8 +2,9 @@
 
 Compilation is pipelined: the tuner asks the strategy a few configurations ahead and hands them to the
 worker's compile pool (CUDA: to compile processes forked at the start, :mod:`adaptune.measure.compile_ahead`,
-whose cubins the worker loads), so the device is never idle waiting for the compiler; not on an OpenCL CPU
-device, whose kernels run on the compiler's cores (:func:`~adaptune.measure.runners.shares_host_cores`).
+whose cubins the worker loads), so the device is never idle waiting for the compiler. Not on an OpenCL CPU
+device, whose kernels run on the compiler's cores (:func:`~adaptune.measure.runners.shares_host_cores`): there
+processes fill PoCL's kernel cache in bursts between timed runs (:mod:`adaptune.measure.cache_warm`).
 Measurements already in the store for the same (device, problem, input, configuration) are reused, so an
 interrupted run resumes.
 """
@@ -18,6 +19,7 @@ from typing import Any
 
 from adaptune.backends.binary import binary_target_of
 from adaptune.measure import Measurer, MeasureSettings
+from adaptune.measure.cache_warm import KernelCacheWarmer
 from adaptune.measure.compile_ahead import CompileAhead
 from adaptune.measure.runners import OUT_OF_PROCESS_BUILDS, compile_threads, racing_time, shares_host_cores
 from adaptune.progress import BestSoFarProgress
@@ -83,6 +85,7 @@ def tune(
     total = min(len(space), max_evals) if max_evals else len(space)
     store = Store(db)
     ahead = CompileAhead.for_tuning(problem.spec, backend)
+    warmer: KernelCacheWarmer | None = None
     first: list[int] = []
     if backend in OUT_OF_PROCESS_BUILDS and not search.adaptive:  # ask far enough ahead to keep every compiler busy
         lookahead = max(lookahead, 2 * compile_threads(backend))
@@ -102,7 +105,11 @@ def tune(
                    store.problem(problem.name, problem.source_hash(), problem.space_description()))
             ids = (*ids, store.input(ids[1], problem.input_name, problem.features or None))
             adopt_known(store, ids, space, problem.known_results)
-            session = _Session(space, measurer, store, ids, ahead, compile_ahead=not shares_host_cores(info))
+            warmer = KernelCacheWarmer.for_device(problem.spec, info, device)
+            if warmer is not None and not search.adaptive:  # ask far enough ahead to fill a burst
+                lookahead = max(lookahead, warmer.burst_size)
+            session = _Session(space, measurer, store, ids, ahead, compile_ahead=not shares_host_cores(info),
+                               warmer=warmer)
             results, reused = _search_loop(search, session, (max_evals, max_seconds), total, lookahead,
                                            progress, problem.name, start, first)
             default_result = _default_result(space, results, session)
@@ -111,6 +118,8 @@ def tune(
             if ahead is not None:  # the compile processes' part: the time measuring waited for their binaries
                 worker_stats["compile_processes"] = ahead.processes
                 worker_stats["compile_ahead_waited_ms"] = round(ahead.waited_s * 1e3)
+            if warmer is not None:
+                worker_stats.update(warmer.stats())
     except KeyboardInterrupt:
         # The worker is already killed (Measurer.__exit__); every finished measurement is committed.
         print(f"\ninterrupted: the {_stored_count(store)} results in {db} are kept; run the same tuning "
@@ -119,6 +128,8 @@ def tune(
     finally:
         if ahead is not None:
             ahead.close()
+        if warmer is not None:
+            warmer.close()
         store.close()
 
     report = report_from_results(problem, strategy, info, results, default_result, reused, start, db)
@@ -144,15 +155,18 @@ def _ask_ahead(search: Any, n: int) -> list[int]:
 
 class _Session:
     """One tuning run's link to the worker and the store: stored results are reused, never re-measured.
-    ``ahead``: compile processes (CUDA) that make what the worker would otherwise compile ahead itself."""
+    ``ahead``: compile processes (CUDA) that make what the worker would otherwise compile ahead itself;
+    ``warmer``: processes that fill PoCL's kernel cache before the worker measures (an OpenCL CPU device)."""
 
     def __init__(self, space, measurer: Measurer, store: Store, ids: tuple[int, int, int],
-                 ahead: CompileAhead | None = None, compile_ahead: bool = True) -> None:
+                 ahead: CompileAhead | None = None, compile_ahead: bool = True,
+                 warmer: KernelCacheWarmer | None = None) -> None:
         self.space, self.measurer, self.store, self.ids = space, measurer, store, ids
         self.stored = StoredLookup(store, ids, space, observed=bool(measurer.settings.observers))  # batch of asks
         self.best_ms = math.inf  # the incumbent, for racing (:func:`racing_time`)
         self.ahead = ahead
         self.compile_ahead = compile_ahead
+        self.warmer = warmer
 
     def prefetch(self, indices: list[int]) -> None:
         configs = [self.space.config(i) for i in indices]
@@ -160,6 +174,8 @@ class _Session:
         fresh = [c for c in configs if self.stored.get(c) is None]
         if self.ahead is not None and self.ahead.usable:
             self.ahead.compile(fresh)
+        elif self.warmer is not None:
+            self.warmer.queue(fresh)
         elif self.compile_ahead:
             self.measurer.prefetch(fresh)
 
@@ -185,6 +201,8 @@ class _Session:
         reused = result is not None
         if result is None:
             self._hand_over(config)
+            if self.warmer is not None:
+                self.warmer.ready(config)
             result = self.measurer.measure(config, best_ms=self.best_ms)
             self.store.put(*self.ids, result)
             self.stored.add(config, result)
