@@ -25,6 +25,8 @@
 #                          carry .carry/kt  <= 10 min
 #                          "kt_examples spread" with KT_GROUPS: one group of examples per GPU at once (kt_spread)
 #                          KT_TOOLS (batch 8, spread): adaptune alone for spaces Kernel Tuner cannot finish;
+#                          "kt_examples opencl" with KT_OPENCL_GROUPS: the OpenCL examples on the machine's PoCL,
+#                          the two tools at once on two halves of the cores (kt_opencl); carry .carry/cl too
 #                          KT_STORE_DIR: adaptune's stores kept there, so a later call resumes what the limit stopped
 #                          (they come back gzipped in $OUT with store_gaps.py's account of where the time went)
 #
@@ -180,6 +182,7 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
     export PYTHONPATH=/tmp/kt_site:$PYTHONPATH
   fi
   elapsed "wheels ready"
+  [ "$batches" = opencl ] && { kt_opencl; return; }
   export KT_CUDA_LANG=CuPy  # Kernel Tuner's lang="CUDA" backend is PyCUDA (no wheel): its CuPy backend instead
   [ "$batches" = spread ] && { kt_spread; return; }
   for batch in ${batches//,/ }; do
@@ -214,6 +217,46 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
     elapsed "batch $batch done"
   done
   keep_stores
+}
+
+kt_opencl() {  # kt_examples opencl: Kernel Tuner's OpenCL examples on this machine's PoCL (its CPU), both tools at
+  # once, each on its own half of the cores (a NUMA node each where there are two; taskset, and PoCL told the same
+  # count); pyopencl from .carry/cl (wheels for Python 3.12). KT_OPENCL_GROUPS="LIMIT:EXAMPLES;LIMIT:EXAMPLES":
+  # each tool runs the groups one after another (LIMIT seconds per example per tool), each group's results in
+  # $OUT/kt_opencl_TOOL_gI/; no example starts unless it can end before KT_DEADLINE_S
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/cl_site .carry/cl/*.whl \
+    || return 1
+  export PYTHONPATH=/tmp/cl_site:$PYTHONPATH
+  local half a b model tool cpus device
+  lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA)" | tee "$OUT/lscpu.txt"
+  if [ "$(lscpu -p=NODE | grep -v '^#' | sort -u | wc -l)" = 2 ]; then
+    a=$(lscpu -p=CPU,NODE | grep -v '^#' | awk -F, '$2==0{printf "%s%s", s, $1; s=","}')
+    b=$(lscpu -p=CPU,NODE | grep -v '^#' | awk -F, '$2==1{printf "%s%s", s, $1; s=","}')
+  else
+    half=$(( $(nproc) / 2 )); a="0-$(( half - 1 ))"; b="$half-$(( 2 * half - 1 ))"
+  fi
+  half=$(taskset -c "$a" nproc)
+  model=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+  device="PoCL CPU (pthread), $half cores of $(nproc): $model"
+  $PY -c "import pyopencl as cl; print([(p.name, p.version, [d.name for d in p.get_devices()]) for p in cl.get_platforms()])" \
+    2>&1 | tee "$OUT/opencl_platforms.txt"
+  IFS=';' read -ra groups <<< "${KT_OPENCL_GROUPS:?kt_examples opencl runs KT_OPENCL_GROUPS=LIMIT:EXAMPLES;...}"
+  for tool in kernel_tuner adaptune; do
+    cpus=$([ "$tool" = kernel_tuner ] && echo "$a" || echo "$b")
+    (
+      local i=0 group left
+      for group in "${groups[@]}"; do
+        left=$(( ${KT_DEADLINE_S:-540} - $(date +%s) + t0 ))
+        POCL_CPU_MAX_CU_COUNT=$half taskset -c "$cpus" timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run \
+            --kt-repo .carry/kt/kernel_tuner --lang opencl --tools "$tool" --time-limit "${group%%:*}" \
+            --examples "${group#*:}" --deadline-s "$left" --referee-rounds 0 --device "$device" \
+            --out "$OUT/kt_opencl_${tool}_g$i" > "$OUT/kt_opencl_${tool}_g$i.log" 2>&1
+        elapsed "$tool group $i done"; tail -3 "$OUT/kt_opencl_${tool}_g$i.log"
+        i=$(( i + 1 ))
+      done
+    ) &
+  done
+  wait
 }
 
 keep_stores() {  # KT_STORE_DIR's stores come back gzipped (a later call can resume from them, carried), with their gaps
