@@ -26,7 +26,9 @@
 #                          "kt_examples spread" with KT_GROUPS: one group of examples per GPU at once (kt_spread)
 #                          KT_TOOLS (batch 8, spread): adaptune alone for spaces Kernel Tuner cannot finish;
 #                          "kt_examples opencl" with KT_OPENCL_GROUPS: the OpenCL examples on the machine's PoCL,
-#                          the two tools at once on two halves of the cores (kt_opencl); carry .carry/cl too
+#                          the two tools at once on two halves of the cores (kt_opencl); carry .carry/cl too;
+#                          KT_LANG=opencl: batch 8 on the machine's PoCL, both tools one after another on all cores;
+#                          KT_TAG: a suffix for batch 8's results folder (several runs of it in one call)
 #                          KT_STORE_DIR: adaptune's stores kept there, so a later call resumes what the limit stopped
 #                          (they come back gzipped in $OUT with store_gaps.py's account of where the time went)
 #
@@ -181,6 +183,11 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/kt_site $need || return 1
     export PYTHONPATH=/tmp/kt_site:$PYTHONPATH
   fi
+  if [ "${KT_LANG:-cuda}" = opencl ] || [ "$batches" = opencl ]; then  # pyopencl for Python 3.12 (.carry/cl)
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/cl_site .carry/cl/*.whl \
+      || return 1
+    export PYTHONPATH=/tmp/cl_site:$PYTHONPATH
+  fi
   elapsed "wheels ready"
   [ "$batches" = opencl ] && { kt_opencl; return; }
   export KT_CUDA_LANG=CuPy  # Kernel Tuner's lang="CUDA" backend is PyCUDA (no wheel): its CuPy backend instead
@@ -211,12 +218,20 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
     esac
     local left=$(( deadline - $(date +%s) + t0 ))
     [ "$left" -gt 30 ] || { echo "batch $batch: no time left"; continue; }
-    timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run --kt-repo $c/kernel_tuner --lang cuda \
+    timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run --kt-repo $c/kernel_tuner --lang "${KT_LANG:-cuda}" \
         --time-limit "$limit" --tools "$tools" --examples "$examples" --deadline-s "$left" ${KT_STORE_DIR:+--store-dir "$KT_STORE_DIR"} \
-        --referee-rounds "${KT_REFEREE_ROUNDS:-5}" --device "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" --out "$OUT/kt_examples_$batch"
+        --referee-rounds "${KT_REFEREE_ROUNDS:-5}" --device "$(kt_device)" --out "$OUT/kt_examples_$batch${KT_TAG:-}"
     elapsed "batch $batch done"
   done
   keep_stores
+}
+
+kt_device() {  # the device the examples run on, as the results name it: the GPU, or for OpenCL this host's PoCL
+  if [ "${KT_LANG:-cuda}" = opencl ]; then
+    echo "PoCL CPU (pthread), $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+  else
+    nvidia-smi --query-gpu=name --format=csv,noheader | head -1
+  fi
 }
 
 kt_opencl() {  # kt_examples opencl: Kernel Tuner's OpenCL examples on this machine's PoCL (its CPU), both tools at
@@ -224,9 +239,6 @@ kt_opencl() {  # kt_examples opencl: Kernel Tuner's OpenCL examples on this mach
   # count); pyopencl from .carry/cl (wheels for Python 3.12). KT_OPENCL_GROUPS="LIMIT:EXAMPLES;LIMIT:EXAMPLES":
   # each tool runs the groups one after another (LIMIT seconds per example per tool), each group's results in
   # $OUT/kt_opencl_TOOL_gI/; no example starts unless it can end before KT_DEADLINE_S
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/cl_site .carry/cl/*.whl \
-    || return 1
-  export PYTHONPATH=/tmp/cl_site:$PYTHONPATH
   local half a b model tool cpus device
   lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA)" | tee "$OUT/lscpu.txt"
   if [ "$(lscpu -p=NODE | grep -v '^#' | sort -u | wc -l)" = 2 ]; then
