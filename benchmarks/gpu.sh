@@ -190,7 +190,9 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
   fi
   elapsed "wheels ready"
   [ "$batches" = opencl ] && { kt_opencl; return; }
-  export KT_CUDA_LANG=CuPy  # Kernel Tuner's lang="CUDA" backend is PyCUDA (no wheel): its CuPy backend instead
+  # Kernel Tuner's lang="CUDA" backend is PyCUDA (no wheel): its CuPy backend instead (never for OpenCL examples,
+  # which pass no lang either)
+  [ "${KT_LANG:-cuda}" = cuda ] && [ "$batches" != opencl ] && export KT_CUDA_LANG=CuPy
   [ "$batches" = spread ] && { kt_spread; return; }
   for batch in ${batches//,/ }; do
     limit=60 tools=kernel_tuner,adaptune
@@ -226,9 +228,13 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
   keep_stores
 }
 
+cores() {  # the cores this process may run on (nproc alone would print OMP_NUM_THREADS, set above)
+  env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc
+}
+
 kt_device() {  # the device the examples run on, as the results name it: the GPU, or for OpenCL this host's PoCL
   if [ "${KT_LANG:-cuda}" = opencl ]; then
-    echo "PoCL CPU (pthread), $(nproc) cores: $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
+    echo "PoCL CPU (pthread), $(cores) cores: $(lscpu | sed -n 's/^Model name: *//p' | head -1)"
   else
     nvidia-smi --query-gpu=name --format=csv,noheader | head -1
   fi
@@ -245,11 +251,11 @@ kt_opencl() {  # kt_examples opencl: Kernel Tuner's OpenCL examples on this mach
     a=$(lscpu -p=CPU,NODE | grep -v '^#' | awk -F, '$2==0{printf "%s%s", s, $1; s=","}')
     b=$(lscpu -p=CPU,NODE | grep -v '^#' | awk -F, '$2==1{printf "%s%s", s, $1; s=","}')
   else
-    half=$(( $(nproc) / 2 )); a="0-$(( half - 1 ))"; b="$half-$(( 2 * half - 1 ))"
+    half=$(( $(cores) / 2 )); a="0-$(( half - 1 ))"; b="$half-$(( 2 * half - 1 ))"
   fi
-  half=$(taskset -c "$a" nproc)
+  half=$(taskset -c "$a" bash -c "$(declare -f cores); cores")
   model=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-  device="PoCL CPU (pthread), $half cores of $(nproc): $model"
+  device="PoCL CPU (pthread), $half cores of $(cores): $model"
   $PY -c "import pyopencl as cl; print([(p.name, p.version, [d.name for d in p.get_devices()]) for p in cl.get_platforms()])" \
     2>&1 | tee "$OUT/opencl_platforms.txt"
   IFS=';' read -ra groups <<< "${KT_OPENCL_GROUPS:?kt_examples opencl runs KT_OPENCL_GROUPS=LIMIT:EXAMPLES;...}"
