@@ -106,3 +106,10 @@ def test_warming_is_only_for_opencl_cpu_devices_with_pocls_cache_on(monkeypatch)
     monkeypatch.setenv("POCL_KERNEL_CACHE", "1")
     monkeypatch.setenv("ADAPTUNE_COMPILE_PROCESSES", "1")
     assert KernelCacheWarmer.for_device(spec, cpu) is None
+    monkeypatch.delenv("ADAPTUNE_COMPILE_PROCESSES")  # by default: one process a core, from 4 cores on
+    monkeypatch.setattr(cache_warm, "_usable_cores", lambda: 2)
+    assert KernelCacheWarmer.for_device(spec, cpu) is None
+    monkeypatch.setattr(cache_warm, "_usable_cores", lambda: 6)
+    warmer = KernelCacheWarmer.for_device(spec, cpu)
+    assert warmer is not None and warmer.processes == 6
+    warmer.close()

@@ -44,6 +44,9 @@ from adaptune.store.codec import config_key
 
 #: warming processes at most (each compiles with one LLVM thread)
 MAX_PROCESSES = 32
+#: cores a host needs for warming by default: on 2 cores Kernel Tuner's vector_add (15 small kernels) took 1.1x
+#: as long with it (3.4-3.6 s against 3.1-3.2 s inside tune_kernel), its stencil (44) 0.9x; on 32 cores 0.43-0.79x
+MIN_CORES = 4
 #: configurations per process in one burst: the slowest compile of a burst holds the others up
 BURST_PER_PROCESS = 2
 #: seconds a burst may take before the warming is given up (a kernel that hangs, a process that died)
@@ -60,7 +63,7 @@ def _init(spec: KernelSpec, device: Any, device_name: str) -> None:
 
 def _backend() -> OpenCLBackend | None:
     """This process's device, opened on first use; None when it is not the worker's (nothing is warmed)."""
-    if "backend" not in _STATE:
+    if "backend" not in _STATE:  # chosen by the worker's device's name: no probe build (select_device(None) does one)
         backend = OpenCLBackend(_STATE["device"])
         _STATE["backend"] = backend if backend.device_info().name == _STATE["device_name"] else None
     return _STATE["backend"]
@@ -126,15 +129,17 @@ class KernelCacheWarmer:
     @classmethod
     def for_device(cls, spec: Any, info: DeviceInfo, device: Any = None) -> KernelCacheWarmer | None:
         """One for a kernel on an OpenCL CPU device whose kernel cache is on, where this process may fork;
-        else None. Processes: one per core this process may use, up to :data:`MAX_PROCESSES` (``ADAPTUNE_COMPILE_PROCESSES`` sets
-        the number; fewer than 2: none)."""
-        processes = min(MAX_PROCESSES, _usable_cores())
+        else None. Processes: one per core this process may use, up to :data:`MAX_PROCESSES`, where it may use
+        :data:`MIN_CORES` or more (``ADAPTUNE_COMPILE_PROCESSES`` sets the number; fewer than 2: none)."""
+        cores = _usable_cores()
+        processes = min(MAX_PROCESSES, cores) if cores >= MIN_CORES else 0
         if os.environ.get(PROCESSES_ENV, "").strip():
             processes = int(os.environ[PROCESSES_ENV])
         if not isinstance(spec, KernelSpec) or not shares_host_cores(info) or processes < 2 \
                 or os.environ.get("POCL_KERNEL_CACHE", "1").strip() == "0" or fork_refusal() is not None:
             return None
-        return cls(spec, device, info.name, processes)
+        chosen = device if device is not None else f"{info.platform.removeprefix('opencl:')} / {info.name}"
+        return cls(spec, chosen, info.name, processes)
 
     def queue(self, configs: Iterable[Mapping[str, Any]]) -> None:
         """Configurations asked ahead: warmed in a later burst, in this order."""
