@@ -6,7 +6,7 @@ compiles the work-group function for that work-group size (1.2-2.3 s more), and 
 both. Both go to PoCL's kernel cache on disk (``POCL_CACHE_DIR``, keyed by source, options, device, and for the
 second by the work-group size). A process that builds a configuration and launches one work-group of it leaves
 both there: another process's build of it then takes 0.03 s and its first launch is an ordinary run
-(``tests/measure/test_cache_warm.py``). So the compiles can run in parallel on every core, where the worker
+(``tests/test_cache_warm.py``). So the compiles can run in parallel on every core, where the worker
 would do them one at a time.
 
 On this device the kernels run on the cores the compiler needs (:func:`~adaptune.measure.runners.
