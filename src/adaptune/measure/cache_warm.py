@@ -89,11 +89,10 @@ def _warm(config: dict[str, Any]) -> bool:
         if backend is None:
             return False
         spec = _STATE["spec"]
-        geo, defines, targs, _, _ = kernel_source(spec, config, "opencl")
+        geo, _, targs, full, _ = kernel_source(spec, config, "opencl")  # the worker's source, defines in it
         if geo.threads_per_block > backend.limits().max_threads_per_block:
             return False  # the worker refuses it unlaunched
-        kernel, _, _ = backend.compile_timed(spec.text_for(config), spec.name, defines,
-                                             tuple(spec.compiler_options), targs)
+        kernel, _, _ = backend.compile_timed(full, spec.name, None, tuple(spec.compiler_options), targs)
         backend.launch(kernel, (1, 1, 1), geo.block, _arguments(backend, config))
         backend.synchronize()
         return True
@@ -154,10 +153,10 @@ class KernelCacheWarmer:
         if not self.usable or key in self._done:
             return
         burst = {key: dict(config)}
-        for other, queued in list(self._queued.items()):
+        for other, queued in self._queued.items():  # in asking order; popped below, after this loop
             if len(burst) >= self.burst_size:
                 break
-            burst[other] = queued
+            burst.setdefault(other, queued)
         for k in burst:
             self._queued.pop(k, None)
             self._done.add(k)
