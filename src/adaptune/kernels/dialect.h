@@ -35,6 +35,10 @@ typedef long long i64;
 #define ATOMIC_OR_U32(p, v) atomicOr((unsigned int *)(p), (unsigned int)(v))
 #define ATOMIC_MAX_U32(p, v) atomicMax((unsigned int *)(p), (unsigned int)(v))
 #define LOAD_RO(p) __ldg(&(p))
+/* 4 neighbouring elements as one 16-byte access (V: float4, int4, uint4); p + e must be 16-byte aligned */
+#define VLOAD4(V, p, e) (*(const V *)((p) + (e)))
+#define VSTORE4(V, p, e, a, b, c, d) (*(V *)((p) + (e)) = make_##V(a, b, c, d))
+#define ALIGNED16(p) ((((size_t)(p)) & 15) == 0)
 #define F32_INF __int_as_float(0x7f800000)
 #define F64_INF __longlong_as_double(0x7ff0000000000000LL)
 #define F32_NAN __int_as_float(0x7fc00000)
@@ -64,6 +68,9 @@ typedef long i64;
 #define ATOMIC_OR_U32(p, v) atomic_or((p), (u32)(v))
 #define ATOMIC_MAX_U32(p, v) atomic_max((p), (u32)(v))
 #define LOAD_RO(p) (p)
+#define VLOAD4(V, p, e) vload4(0, (p) + (e))
+#define VSTORE4(V, p, e, a, b, c, d) vstore4((V)(a, b, c, d), 0, (p) + (e))
+#define ALIGNED16(p) 1 /* vload4/vstore4 need only the element's alignment */
 #define F32_INF INFINITY
 #define F64_INF ((double)INFINITY)
 #define F32_NAN NAN
