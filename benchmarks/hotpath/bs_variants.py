@@ -1,8 +1,9 @@
 """Black-Scholes' generated kernel, variant by variant, beside ``jax.jit`` in one process (issue 24).
 
-Why: with IEEE arithmetic the generated kernel (0.473 ms on an H100 at 1b1e610, 2^26 options) is 1-2 % slower
+Why: with IEEE arithmetic the generated kernel (0.473 ms on an H100 at 1b1e610, 2^26 options) was 1-2 % slower
 than JAX's whole step (0.466 ms), and 4 % faster with ``--use_fast_math`` (0.453 ms). Which part of the kernel's
-arithmetic, or which launch shape, holds it back? Each variant rebuilds the plan in a fresh session: elements per
+arithmetic, or which launch shape, held it back? (Neither: its loads did; since 783fbc7 every variant with 4 per
+item runs at the copy floor, see the README.) Each variant rebuilds the plan in a fresh session: elements per
 work-item (``fuse.ELEMENTS_PER_ITEM``), work-group size, and one compiler option at a time (CUDA: ``-ftz=true``
 flushes subnormals, ``-prec-div=false`` / ``-prec-sqrt=false`` approximate division / square root; together with
 fast exp/log they make ``--use_fast_math``). The kernels alone are replayed (``Session.replay_last``) and timed,
