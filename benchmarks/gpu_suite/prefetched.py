@@ -19,7 +19,8 @@ fix time, not in the first call), the caller pauses (``--pauses`` ms: ``time.sle
 GIL free as during device waits or I/O; and once busy in Python holding the GIL, where the early finish has to
 wait for it), and the first call (``bind``) is timed on the host. Reported: its median and p90, how often the
 features were used, the time from fix until the features were on the host, the chosen variant's fraction of
-oracle at that input (live times) and the first call's share of the run. CUDA or, as a pilot, OpenCL (PoCL; the
+oracle at that input (live times; with ``--oracle-rounds K`` each variant's median of K timings, and the fraction
+in each round alone beside it) and the first call's share of the run. CUDA or, as a pilot, OpenCL (PoCL; the
 trees are then fitted over the variants PoCL has). Writes DIR/prefetched_<device>.{json,md}.
 """
 
@@ -149,7 +150,7 @@ def time_to_ready_ms(rt: Runtime, bench: Any, sel: PrefetchedDispatch, args: tup
 
 def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_scale: float,
                   pauses: tuple[float, ...], students: tuple[dict[str, float], ...],
-                  rules: dict[str, Any] | None, gate: bool = True) -> dict[str, Any]:
+                  rules: dict[str, Any] | None, gate: bool = True, oracle_rounds: int = 1) -> dict[str, Any]:
     bench = BENCHES[name](rt)
     variants = bench.variants()
     keep = [v for v in b["variants"] if v in variants]
@@ -162,7 +163,9 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     median_i = (recorded_median(name, b, trees, keep) if "median_input" not in sel_rules
                 else [r["name"] for r in b["test"]].index(sel_rules["median_input"]))
     spec = shrink([inputs.InputSpec(**b["test"][median_i]["spec"])], size_scale)[0]
-    record = measure_input(bench, spec, rt.timer(*TIMING[name]))  # every variant timed and checked, live
+    # every variant timed and checked, live, ``oracle_rounds`` times: the oracle is judged on each variant's median
+    records = [measure_input(bench, spec, rt.timer(*TIMING[name])) for _ in range(oracle_rounds)]
+    record = records[0]
     rt.free()
     args, _, _ = bench.build(spec)
     names = {id(fn): v for v, fn in variants.items()}
@@ -186,19 +189,24 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
                              min_size=min_size)
     calls = [first_calls(rt, bench, sel, args, names, p, False, repeats) for p in pauses]
     calls.append(first_calls(rt, bench, sel, args, names, BUSY_PAUSE_MS, True, repeats))
-    times = {k: v for k, v in record["times_ms"].items() if k in keep and v is not None}
+    rounds = [{k: v for k, v in r["times_ms"].items() if k in keep and v is not None} for r in records]
+    times = {k: statistics.median(r[k] for r in rounds) for k in rounds[0] if all(k in r for r in rounds)}
     best = min(times.values())
-    dflt_ms = record["times_ms"].get(default)
+    dflt_ms = times.get(default)
     for c in calls:
         runs = [(times.get(v, dflt_ms), k) for v, k in c["labels"].items()]  # a refused variant runs the default
         run_ms = sum(t * k for t, k in runs) / sum(k for _, k in runs)
         c["chosen"] = max(c["labels"], key=c["labels"].get)
         c["run_ms"] = run_ms
         c["fraction_of_oracle"] = sum(best / t * k for t, k in runs) / sum(k for _, k in runs)
+        c["fraction_of_oracle_by_round"] = [  # the same choice judged on each round's times alone
+            sum(min(r.values()) / r.get(v, r.get(default, np.nan)) * k for v, k in c["labels"].items())
+            / sum(c["labels"].values()) for r in rounds]
         c["first_call_fraction_of_oracle"] = best / (run_ms + c["first_call_us_median"] * 1e-3)
         c["share_of_run"] = c["first_call_us_median"] * 1e-3 / run_ms
     return {"input": spec.name, "recorded_input": b["test"][median_i]["name"], "variants": keep, "default": default,
-            "live_times_ms": record["times_ms"], "live_features": record["features"],
+            "live_times_ms": times, "live_times_ms_by_round": [r["times_ms"] for r in records],
+            "live_features": record["features"],
             "recorded_features": b["test"][median_i]["features"], "best_ms": best,
             "oracle": min(times, key=times.get), "host_tree": trees["host"]["tree"],
             "feature_tree": trees["features"]["tree"], "min_size": min_size,
@@ -217,18 +225,20 @@ def markdown(result: dict[str, Any]) -> str:
              "Rules (host / features): " + ", ".join(
                  f"{n} {r.get('host_rule')} / {r.get('feature_rule')}" for n, r in result["benchmarks"].items()) + ".",
              "", "| benchmark | input | pause ms | fix us | first call us (median / p90) | prefetched | features used | "
-             "chosen (most) | fraction of oracle | first call incl. selection | share of run | to ready ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "chosen (most) | fraction of oracle | by round | first call incl. selection | share of run | to ready ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in result["benchmarks"].items():
         if "error" in r:
-            lines.append(f"| {name} | error: {r['error'][:120]} ||||||||||| ")
+            lines.append(f"| {name} | error: {r['error'][:120]} |||||||||||| ")
             continue
         for c in r["first_calls"]:
             lines.append(
                 f"| {name} | {r['input']} | {c['pause_ms']:g}{' busy' if c['busy'] else ''} | {c['fix_us_median']:.1f} | "
                 f"{c['first_call_us_median']:.2f} / {c['first_call_us_p90']:.2f} | {100 * c['prefetched_share']:.0f} % | "
                 f"{100 * c['features_used_share']:.0f} % | "
-                f"{c['chosen']} | {c['fraction_of_oracle']:.3f} | {c['first_call_fraction_of_oracle']:.3f} | "
+                f"{c['chosen']} | {c['fraction_of_oracle']:.3f} | "
+                f"{' / '.join(f'{x:.3f}' for x in c.get('fraction_of_oracle_by_round', []))} | "
+                f"{c['first_call_fraction_of_oracle']:.3f} | "
                 f"{100 * c['share_of_run']:.2f} % | {r['time_to_ready_ms']:.3f} |")
     return "\n".join(lines) + "\n"
 
@@ -241,6 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="out/gpu_suite", help="folder (default out/gpu_suite/)")
     parser.add_argument("--benchmarks", default="spmv,histogram,sort,bfs")
     parser.add_argument("--repeats", type=int, default=21)
+    parser.add_argument("--oracle-rounds", type=int, default=1,
+                        help="time every variant this many times at the input; the oracle is judged on the medians")
     parser.add_argument("--size-scale", type=float, default=1.0, help="shrink the input (CPU pilots)")
     parser.add_argument("--pauses", default=",".join(f"{p:g}" for p in PAUSES_MS), help="ms, comma-separated")
     parser.add_argument("--plain-trees", action="store_true", help="distilled trees only (no students), as round 4")
@@ -262,7 +274,8 @@ def main(argv: list[str] | None = None) -> None:
         try:
             result["benchmarks"][name] = run_benchmark(rt, name, raw["benchmarks"][name], args.repeats,
                                                        args.size_scale, pauses, students,
-                                                       None if rules is None else rules[name], not args.no_gate)
+                                                       None if rules is None else rules[name], not args.no_gate,
+                                                       args.oracle_rounds)
         except Exception as exc:  # recorded; the other benchmarks go on
             result["benchmarks"][name] = {"error": repr(exc)[:500]}
         rt.free()
