@@ -19,8 +19,9 @@ fix time, not in the first call), the caller pauses (``--pauses`` ms: ``time.sle
 GIL free as during device waits or I/O; and once busy in Python holding the GIL, where the early finish has to
 wait for it), and the first call (``bind``) is timed on the host. Reported: its median and p90, how often the
 features were used, the time from fix until the features were on the host, the chosen variant's fraction of
-oracle at that input (live times; with ``--oracle-rounds K`` each variant's median of K timings, and the fraction
-in each round alone beside it) and the first call's share of the run. CUDA or, as a pilot, OpenCL (PoCL; the
+oracle at that input (live times; with ``--oracle-rounds K`` every variant is timed K times, the choice judged
+against each round's best, and the median of those K fractions reported, each beside it) and the first call's
+share of the run (at each variant's median time). CUDA or, as a pilot, OpenCL (PoCL; the
 trees are then fitted over the variants PoCL has). Writes DIR/prefetched_<device>.{json,md}.
 """
 
@@ -148,6 +149,11 @@ def time_to_ready_ms(rt: Runtime, bench: Any, sel: PrefetchedDispatch, args: tup
     return statistics.median(samples)
 
 
+def _labelled(labels: dict[str, int], times: dict[str, float], default: str, f: Any) -> float:
+    """The mean of ``f(time)`` over the first calls' labels; a variant refused at this input runs the default."""
+    return sum(f(times.get(v, times.get(default, np.nan))) * k for v, k in labels.items()) / sum(labels.values())
+
+
 def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_scale: float,
                   pauses: tuple[float, ...], students: tuple[dict[str, float], ...],
                   rules: dict[str, Any] | None, gate: bool = True, oracle_rounds: int = 1) -> dict[str, Any]:
@@ -192,18 +198,16 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     rounds = [{k: v for k, v in r["times_ms"].items() if k in keep and v is not None} for r in records]
     times = {k: statistics.median(r[k] for r in rounds) for k in rounds[0] if all(k in r for r in rounds)}
     best = min(times.values())
-    dflt_ms = times.get(default)
     for c in calls:
-        runs = [(times.get(v, dflt_ms), k) for v, k in c["labels"].items()]  # a refused variant runs the default
-        run_ms = sum(t * k for t, k in runs) / sum(k for _, k in runs)
         c["chosen"] = max(c["labels"], key=c["labels"].get)
-        c["run_ms"] = run_ms
-        c["fraction_of_oracle"] = sum(best / t * k for t, k in runs) / sum(k for _, k in runs)
-        c["fraction_of_oracle_by_round"] = [  # the same choice judged on each round's times alone
-            sum(min(r.values()) / r.get(v, r.get(default, np.nan)) * k for v, k in c["labels"].items())
-            / sum(c["labels"].values()) for r in rounds]
-        c["first_call_fraction_of_oracle"] = best / (run_ms + c["first_call_us_median"] * 1e-3)
-        c["share_of_run"] = c["first_call_us_median"] * 1e-3 / run_ms
+        c["run_ms"] = _labelled(c["labels"], times, default, lambda t: t)
+        # judged round by round (each round times every variant under the same conditions, so a machine that
+        # drifts between rounds does not mix a fast round's best with a slow round's pick), then the median
+        c["fraction_of_oracle_by_round"] = [_labelled(c["labels"], r, default, lambda t, b=min(r.values()): b / t)
+                                            for r in rounds]
+        c["fraction_of_oracle"] = statistics.median(c["fraction_of_oracle_by_round"])
+        c["first_call_fraction_of_oracle"] = best / (c["run_ms"] + c["first_call_us_median"] * 1e-3)
+        c["share_of_run"] = c["first_call_us_median"] * 1e-3 / c["run_ms"]
     return {"input": spec.name, "recorded_input": b["test"][median_i]["name"], "variants": keep, "default": default,
             "live_times_ms": times, "live_times_ms_by_round": [r["times_ms"] for r in records],
             "live_features": record["features"],
@@ -252,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--benchmarks", default="spmv,histogram,sort,bfs")
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--oracle-rounds", type=int, default=1,
-                        help="time every variant this many times at the input; the oracle is judged on the medians")
+                        help="time every variant this many times at the input; the choice is judged round by round")
     parser.add_argument("--size-scale", type=float, default=1.0, help="shrink the input (CPU pilots)")
     parser.add_argument("--pauses", default=",".join(f"{p:g}" for p in PAUSES_MS), help="ms, comma-separated")
     parser.add_argument("--plain-trees", action="store_true", help="distilled trees only (no students), as round 4")
