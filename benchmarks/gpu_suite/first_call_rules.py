@@ -3,7 +3,7 @@
     python -m benchmarks.gpu_suite.first_call_rules [--out DIR]      # -> DIR/gpu_suite_h100_first_call_rules.{json,md}
     python -m benchmarks.gpu_suite.first_call_rules --profile smoke  # fewer resampled inputs, one CV shuffle
 
-Why: the prefetched selector live on the H100 (``results/prefetched_h100.md``) missed 0.95 of oracle at the median
+Why: the prefetched selector live on the H100 (``results/history/prefetched_h100_653426b.md``) missed 0.95 of oracle at the median
 test input on histogram, sort and BFS and 2 % of the run on SpMV and histogram. For every benchmark of each
 recorded run (``--raw``, ``--extra``: per-variant times of every training and test input) this fits, on the
 training inputs alone, the candidate rules ``adaptune.kernels.distilled.distil_rule`` chooses from (the distilled

@@ -4,7 +4,7 @@
                                                                   #    DIR/gpu_suite_h100_first_call_rules_sampled.json
     python -m benchmarks.gpu_suite.sampled_features --profile smoke   # every 6th input only (a pilot, no rules file)
 
-Why: live on the H100 (``results/prefetched_h100.md``) BFS's first call took its tree over host metadata (the
+Why: live on the H100 (``results/history/prefetched_h100_87749a2.md``) BFS's first call took its tree over host metadata (the
 device features land ~0.8 ms after ``fix``, after a median run) and picked a label 1.6x slower than the best at the
 median test input (0.605 of oracle). ``adaptune.kernels.sampled`` computes, at ``fix``, the spread of the degrees of
 sampled rows (one gather from the CSR row pointer). Here, on the recorded H100 run's inputs (per-input per-variant
