@@ -173,7 +173,7 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
   local batches=${1:-1} c=.carry/kt need="" examples pair batch deadline=${KT_DEADLINE_S:-540} limit tools
   [ "$batches" = 5 ] || for pair in kernel_tuner:kernel_tuner constraint:python_constraint2 xmltodict:xmltodict jsonschema:jsonschema \
       jsonschema_specifications:jsonschema_specifications referencing:referencing rpds:rpds_py attrs:attrs \
-      sqlalchemy:sqlalchemy greenlet:greenlet pandas:pandas dateutil:python_dateutil pytz:pytz tzdata:tzdata \
+      sqlalchemy:sqlalchemy greenlet:greenlet orjson:orjson pandas:pandas dateutil:python_dateutil pytz:pytz tzdata:tzdata \
       six:six jinja2:jinja2 markupsafe:markupsafe matplotlib:matplotlib contourpy:contourpy cycler:cycler \
       fontTools:fonttools kiwisolver:kiwisolver pyparsing:pyparsing PIL:pillow; do
     $PY -c "import ${pair%%:*}" 2>/dev/null || need="$need $(ls $c/whl/${pair##*:}-*.whl)"
