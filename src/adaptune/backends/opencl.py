@@ -152,6 +152,18 @@ def select_device(device: int | str | tuple[int, int] | None = None) -> tuple[An
     return matches[0]
 
 
+def device_driver(version: str, compute_units: int, cpu: bool) -> str:
+    """The driver part of a device's identity (the store keys devices by name, platform and driver).
+
+    A CPU device's timings depend on how many of the host's cores its driver was given (PoCL: the host's cores,
+    ``POCL_CPU_MAX_CU_COUNT``, before PoCL 4 ``POCL_MAX_PTHREAD_COUNT``), while its name does not change. So a CPU driver's identity carries
+    its compute units: a store resumed on a host with other cores keeps the two hosts' times apart. A GPU's
+    compute units are fixed by its name. The name stays the driver's own, which Kernel Tuner's cache files
+    match on.
+    """
+    return f"{version} ({compute_units} compute units)" if cpu else version
+
+
 class OpenCLBackend(Backend):
     name = "opencl"
     lang = "opencl"
@@ -164,15 +176,18 @@ class OpenCLBackend(Backend):
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.cache_dir = cache_dir
+        version = self.device.driver_version.strip()
+        compute_units = int(self.device.max_compute_units)
         self._info = DeviceInfo(
             name=self.device.name.strip(),
             platform=f"opencl:{self.platform.name.strip()}",
-            driver=self.device.driver_version.strip(),
+            driver=device_driver(version, compute_units, bool(self.device.type & cl.device_type.CPU)),
             properties={
+                "driver_version": version,
                 "vendor": self.device.vendor.strip(),
                 "version": self.device.version.strip(),
                 "type": cl.device_type.to_string(self.device.type),
-                "compute_units": int(self.device.max_compute_units),
+                "compute_units": compute_units,
                 "max_work_group_size": int(self.device.max_work_group_size),
                 "max_work_item_sizes": [int(s) for s in self.device.max_work_item_sizes],
                 "global_mem_bytes": int(self.device.global_mem_size),

@@ -57,7 +57,7 @@ _STATE: dict[str, Any] = {}  # in a warming process: spec, device, then its back
 
 def _init(spec: KernelSpec, device: Any, device_name: str) -> None:
     os.environ["POCL_CPU_MAX_CU_COUNT"] = "1"  # before PoCL starts in this process: one thread, not one per core
-    os.environ["POCL_MAX_PTHREAD_COUNT"] = "1"  # the same for PoCL before 1.6
+    os.environ["POCL_MAX_PTHREAD_COUNT"] = "1"  # its name in older PoCL (3.1 reads only this one)
     _STATE.update(spec=spec, device=device, device_name=device_name)
 
 
