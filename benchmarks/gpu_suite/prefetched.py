@@ -154,6 +154,13 @@ def _labelled(labels: dict[str, int], times: dict[str, float], default: str, f: 
     return sum(f(times.get(v, times.get(default, np.nan))) * k for v, k in labels.items()) / sum(labels.values())
 
 
+def paired_fractions(labels: dict[str, int], rounds: list[dict[str, float]], default: str) -> list[float]:
+    """The first calls' choices as a fraction of each round's own best. Each round times every variant under the
+    same conditions, so a machine that drifts between rounds does not set a fast round's best against a slow
+    round's pick (as each variant's median over the rounds would)."""
+    return [_labelled(labels, r, default, lambda t, best=min(r.values()): best / t) for r in rounds]
+
+
 def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_scale: float,
                   pauses: tuple[float, ...], students: tuple[dict[str, float], ...],
                   rules: dict[str, Any] | None, gate: bool = True, oracle_rounds: int = 1) -> dict[str, Any]:
@@ -169,7 +176,7 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     median_i = (recorded_median(name, b, trees, keep) if "median_input" not in sel_rules
                 else [r["name"] for r in b["test"]].index(sel_rules["median_input"]))
     spec = shrink([inputs.InputSpec(**b["test"][median_i]["spec"])], size_scale)[0]
-    # every variant timed and checked, live, ``oracle_rounds`` times: the oracle is judged on each variant's median
+    # every variant timed and checked, live, ``oracle_rounds`` times (the choice is judged round by round below)
     records = [measure_input(bench, spec, rt.timer(*TIMING[name])) for _ in range(oracle_rounds)]
     record = records[0]
     rt.free()
@@ -201,10 +208,7 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     for c in calls:
         c["chosen"] = max(c["labels"], key=c["labels"].get)
         c["run_ms"] = _labelled(c["labels"], times, default, lambda t: t)
-        # judged round by round (each round times every variant under the same conditions, so a machine that
-        # drifts between rounds does not mix a fast round's best with a slow round's pick), then the median
-        c["fraction_of_oracle_by_round"] = [_labelled(c["labels"], r, default, lambda t, b=min(r.values()): b / t)
-                                            for r in rounds]
+        c["fraction_of_oracle_by_round"] = paired_fractions(c["labels"], rounds, default)
         c["fraction_of_oracle"] = statistics.median(c["fraction_of_oracle_by_round"])
         c["first_call_fraction_of_oracle"] = best / (c["run_ms"] + c["first_call_us_median"] * 1e-3)
         c["share_of_run"] = c["first_call_us_median"] * 1e-3 / c["run_ms"]

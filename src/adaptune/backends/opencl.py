@@ -156,10 +156,10 @@ def device_driver(version: str, compute_units: int, cpu: bool) -> str:
     """The driver part of a device's identity (the store keys devices by name, platform and driver).
 
     A CPU device's timings depend on how many of the host's cores its driver was given (PoCL: the host's cores,
-    ``POCL_CPU_MAX_CU_COUNT``, before PoCL 4 ``POCL_MAX_PTHREAD_COUNT``), while its name does not change. So a CPU driver's identity carries
-    its compute units: a store resumed on a host with other cores keeps the two hosts' times apart. A GPU's
-    compute units are fixed by its name. The name stays the driver's own, which Kernel Tuner's cache files
-    match on.
+    ``POCL_CPU_MAX_CU_COUNT``, before PoCL 4 ``POCL_MAX_PTHREAD_COUNT``), while its name does not change. So a
+    CPU driver's identity carries its compute units: a store resumed on a host with other cores keeps the two
+    hosts' times apart. A GPU's compute units are fixed by its name. The name stays the device's own, which
+    Kernel Tuner's cache files match on; the version alone is ``properties["driver_version"]``.
     """
     return f"{version} ({compute_units} compute units)" if cpu else version
 
