@@ -51,6 +51,7 @@ class Ctx:
     # each such load is recorded in ``streams`` as (variable, buffer, C type) instead of being emitted
     stream_at: str | None = None
     streams: list[tuple[str, str, str]] = field(default_factory=list)
+    other_loads: int = 0  # loads emitted where they are (another index, or inside a branch)
 
     def tmp(self, prefix: str = "v") -> str:
         self.counter += 1
@@ -83,6 +84,7 @@ class Ctx:
         if addr == self.stream_at and len(self.scopes) == 1:
             self.streams.append((var, buf, ctype_))
         else:
+            self.other_loads += 1
             self.emit(f"const {ctype_} {var} = {buf}[{addr}];")
         return var
 
@@ -339,14 +341,16 @@ VECTOR4 = {"float": "float4", "i32": "int4", "u32": "uint4"}  # 16-byte vectors 
 LANES = 4
 
 
-def _streamed_kernel(ctx: Ctx, idx_t: str, n: int, outputs: list[tuple[np.dtype, str]], per_item: int) -> str:
+def _streamed_kernel(ctx: Ctx, idx_t: str, n: int, outputs: list[tuple[np.dtype, str]], per_item: int,
+                     vector_with_other_loads: bool = True) -> str:
     """Source of a kernel whose work-items take ``per_item`` flat indices each, with every load first.
 
     A work-group wholly inside ``n`` first loads each part's inputs read at its own index (``ctx.streams``),
     then computes the parts one after another. Where the inputs and outputs are all 4-byte types and
     ``per_item`` is a multiple of 4, a work-item's parts are runs of 4 neighbouring elements, loaded and
     stored as 16-byte vectors (runs one work-group width apart, so a warp's accesses stay contiguous);
-    otherwise its parts are single elements one work-group width apart. The last work-group (and, on CUDA,
+    otherwise its parts are single elements one work-group width apart. ``vector_with_other_loads=False``
+    keeps that second layout for a kernel that also loads elsewhere (shifted or broadcast reads). The last work-group (and, on CUDA,
     a buffer not 16-byte aligned) takes the plain path: one part at a time, each behind its bounds check.
 
     Why: with the check and the arithmetic of each part between its loads, a work-item had only one part's
@@ -356,7 +360,7 @@ def _streamed_kernel(ctx: Ctx, idx_t: str, n: int, outputs: list[tuple[np.dtype,
     """
     types = [ctype(dt) for dt, _ in outputs]
     vector = per_item % LANES == 0 and all(t in VECTOR4 for t in types) and \
-        all(t in VECTOR4 for _, _, t in ctx.streams)
+        all(t in VECTOR4 for _, _, t in ctx.streams) and (vector_with_other_loads or not ctx.other_loads)
     lanes = LANES if vector else 1
     sig = signature(ctx, [(f"o{k}", dt) for k, (dt, _) in enumerate(outputs)])
     lines = [ln.strip() for ln in ctx.lines]  # re-indented below: in a part's block, or in the plain loop
@@ -399,7 +403,8 @@ def _streamed_kernel(ctx: Ctx, idx_t: str, n: int, outputs: list[tuple[np.dtype,
     return "\n".join(text) + "\n"
 
 
-def elementwise(outputs: list[Node], external: set[int], per_item: int = 1) -> tuple[str, Ctx]:
+def elementwise(outputs: list[Node], external: set[int], per_item: int = 1,
+                vector_with_other_loads: bool = True) -> tuple[str, Ctx]:
     """One kernel computing every node of ``outputs`` (same shape) at each flat index ``gid``
     (``per_item`` > 1: that many indices per work-item, :func:`_streamed_kernel`)."""
     shape = outputs[0].shape
@@ -411,7 +416,7 @@ def elementwise(outputs: list[Node], external: set[int], per_item: int = 1) -> t
     idx_t = index_type(n + MAX_GROUP_SPAN * per_item, *_sizes(ctx))
     if per_item > 1:
         return _streamed_kernel(ctx, idx_t, n, [(nd.dtype, v) for nd, v in zip(outputs, values, strict=True)],
-                                per_item), ctx
+                                per_item, vector_with_other_loads), ctx
     return _flat_kernel(ctx, idx_t, n, [nd.dtype for nd in outputs],
                         [f"o{k}[gid] = {v};" for k, v in enumerate(values)]), ctx
 
