@@ -335,7 +335,7 @@ def build(order: list[Node], pos: dict[int, int], roots: Sequence[Node], runtime
             else:
                 per_item = items_per_work_item(nodes[0].size, runtime)
                 # on a CPU device (PoCL vectorises across work-items) 4 neighbouring elements in one work-item
-                # turn shifted reads into strided ones: heat 1024^2 on PoCL 0.80-0.89 ms one layout, 1.03-1.30
+                # turn shifted reads into strided ones: heat 1024^2 on PoCL 0.80-0.87 ms one layout, 1.03-1.30
                 # the other; Black-Scholes (every read at the element's own index) 53 -> 42 ms with vectors
                 src, ctx = codegen.elementwise(nodes, external, per_item,
                                                vector_with_other_loads=runtime.kind == "cuda")
