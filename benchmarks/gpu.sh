@@ -192,7 +192,7 @@ kt_examples() {  # issue 22: Kernel Tuner's CUDA examples, adaptune beside Kerne
   [ "$batches" = opencl ] && { kt_opencl; return; }
   # Kernel Tuner's lang="CUDA" backend is PyCUDA (no wheel): its CuPy backend instead (never for OpenCL examples,
   # which pass no lang either)
-  [ "${KT_LANG:-cuda}" = cuda ] && [ "$batches" != opencl ] && export KT_CUDA_LANG=CuPy
+  [ "${KT_LANG:-cuda}" = cuda ] && export KT_CUDA_LANG=CuPy
   [ "$batches" = spread ] && { kt_spread; return; }
   for batch in ${batches//,/ }; do
     limit=60 tools=kernel_tuner,adaptune
@@ -242,7 +242,7 @@ kt_device() {  # the device the examples run on, as the results name it: the GPU
 
 kt_opencl() {  # kt_examples opencl: Kernel Tuner's OpenCL examples on this machine's PoCL (its CPU), both tools at
   # once, each on its own half of the cores (a NUMA node each where there are two; taskset, and PoCL told the same
-  # count); pyopencl from .carry/cl (wheels for Python 3.12). KT_OPENCL_GROUPS="LIMIT:EXAMPLES;LIMIT:EXAMPLES":
+  # count, under both of its names: POCL_MAX_PTHREAD_COUNT before PoCL 4); pyopencl from .carry/cl (wheels for Python 3.12). KT_OPENCL_GROUPS="LIMIT:EXAMPLES;LIMIT:EXAMPLES":
   # each tool runs the groups one after another (LIMIT seconds per example per tool), each group's results in
   # $OUT/kt_opencl_TOOL_gI/; no example starts unless it can end before KT_DEADLINE_S
   local half a b model tool cpus device
@@ -265,7 +265,7 @@ kt_opencl() {  # kt_examples opencl: Kernel Tuner's OpenCL examples on this mach
       local i=0 group left
       for group in "${groups[@]}"; do
         left=$(( ${KT_DEADLINE_S:-540} - $(date +%s) + t0 ))
-        POCL_CPU_MAX_CU_COUNT=$half taskset -c "$cpus" timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run \
+        POCL_CPU_MAX_CU_COUNT=$half POCL_MAX_PTHREAD_COUNT=$half taskset -c "$cpus" timeout $(( left + 30 )) $PY -m benchmarks.kt_examples.run \
             --kt-repo .carry/kt/kernel_tuner --lang opencl --tools "$tool" --time-limit "${group%%:*}" \
             --examples "${group#*:}" --deadline-s "$left" --referee-rounds 0 --device "$device" \
             --out "$OUT/kt_opencl_${tool}_g$i" > "$OUT/kt_opencl_${tool}_g$i.log" 2>&1
