@@ -503,16 +503,22 @@ def shrink(specs: list[inputs.InputSpec], size_scale: float) -> list[inputs.Inpu
             for s in specs]
 
 
+def input_sets(name: str, scale: float, seed: int, train_scale: float = 1.0
+               ) -> tuple[list[inputs.InputSpec], list[inputs.InputSpec]]:
+    """A benchmark's training and test specs; ``train_scale`` adds training inputs and keeps the test inputs (their
+    specs depend on the seed and their count only), so a selector trained on more inputs is judged on the same ones."""
+    make, n_train, n_test = SETS[name]
+    return inputs.train_test(make, max(6, round(n_train * scale * train_scale)), max(8, round(n_test * scale)), seed)
+
+
 def run_benchmark(name: str, rt: Runtime, scale: float, seed: int, progress: Any,
                   save: Callable[[dict[str, Any]], None], size_scale: float = 1.0, model: str = "cost",
-                  label_rounds: int = 1) -> dict[str, Any]:
+                  label_rounds: int = 1, train_scale: float = 1.0) -> dict[str, Any]:
     from adaptune.adaptive import Label
     from adaptune.adaptive.models import fit_model
 
     bench = BENCHES[name](rt)
-    make, n_train, n_test = SETS[name]
-    n_train, n_test = max(6, round(n_train * scale)), max(8, round(n_test * scale))
-    train, test = inputs.train_test(make, n_train, n_test, seed)
+    train, test = input_sets(name, scale, seed, train_scale)
     train, test = shrink(train, size_scale), shrink(test, size_scale)
     repeats, budget = TIMING[name]
     timer = rt.timer(repeats, budget)
@@ -581,7 +587,7 @@ def cmd_run(args: argparse.Namespace) -> None:
     raw: dict[str, Any] = {"device": device_description(rt),
                            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                            "commit": args.commit or git_commit(), "scale": args.scale, "seed": args.seed,
-                           "label_rounds": args.label_rounds,
+                           "label_rounds": args.label_rounds, "train_scale": args.train_scale,
                            "python": platform.python_version(), "benchmarks": {}, "errors": {}}
     raw["copy_bandwidth_gbs"] = copy_bandwidth_gbs(rt)
 
@@ -598,7 +604,8 @@ def cmd_run(args: argparse.Namespace) -> None:
 
             try:
                 raw["benchmarks"][name] = run_benchmark(name, rt, args.scale, args.seed, progress, save,
-                                                         args.size_scale, args.model, args.label_rounds)
+                                                         args.size_scale, args.model, args.label_rounds,
+                                                         args.train_scale)
                 raw["benchmarks"][name]["wall_s"] = time.perf_counter() - t0
             except Exception as exc:  # keep the other benchmarks; the report names what failed
                 import traceback
@@ -1213,6 +1220,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--size-scale", type=float, default=1.0, help="multiply input sizes (CPU pilots: 0.01)")
     p.add_argument("--label-rounds", type=int, default=1,
                    help="time every variant of every input this many times; its label is the median")
+    p.add_argument("--train-scale", type=float, default=1.0,
+                   help="multiply the number of training inputs only (the test inputs stay the same)")
     p.add_argument("--model", default="cost", choices=("svm", "cost", "tree", "knn", "forest"),
                    help="model kind (cost: the best by training-set CV on the first H100 run of this suite)")
     p.set_defaults(fn=cmd_run)
