@@ -36,7 +36,7 @@ from adaptune.kernels.dispatch import launcher_tree
 from adaptune.kernels.prefetched import PrefetchedDispatch
 from benchmarks.gpu_suite.prefetched import RAW, fit, recorded_median
 from benchmarks.gpu_suite.reanalysis import per_call_us, stand_in
-from benchmarks.gpu_suite.run import BENCHES, LIBRARY_DEFAULT, Runtime, shrink
+from benchmarks.gpu_suite.run import BENCHES, LIBRARY_DEFAULT, SORT_RELABELLED, Runtime, load_raw, shrink
 from benchmarks.harness import (
     device_tag,
     markdown_table,
@@ -219,6 +219,8 @@ def main(argv: list[str] | None = None) -> None:
     p = study_parser("gpu_suite", __doc__.splitlines()[0])
     p.add_argument("--device", choices=("stub", "cuda", "opencl"), default="stub")
     p.add_argument("--raw", default=str(RAW))
+    p.add_argument("--replace", nargs="*", default=[str(SORT_RELABELLED)],
+                   help="later runs whose benchmarks take the place of --raw's (default: sort relabelled)")
     p.add_argument("--rules", default=str(RULES), help="a first_call_rules.py result: its selectors")
     p.add_argument("--benchmarks", default="spmv,histogram,sort,bfs")
     p.add_argument("--repeats", type=int, default=300, help="single first calls per side and round")
@@ -262,7 +264,7 @@ def setup(name: str, median: dict[str, Any], rt: Runtime | None, args: argparse.
 
 
 def run(args: argparse.Namespace) -> Path:
-    raw = json.loads(Path(args.raw).read_text())["benchmarks"]
+    raw = load_raw(args.raw, args.replace)["benchmarks"]
     rules = next(iter(json.loads(Path(args.rules).read_text())["runs"].values()))["benchmarks"]
     rt = None if args.device == "stub" else Runtime(args.device)
     rows: list[dict[str, Any]] = []

@@ -36,7 +36,15 @@ from adaptune.kernels import distilled
 from adaptune.kernels.dispatch import DistilledDispatch
 from benchmarks.gpu_suite.prefetched import matrices
 from benchmarks.gpu_suite.reanalysis import per_call_us, stand_in
-from benchmarks.gpu_suite.run import BENCHES, LIBRARY_DEFAULT, best_fixed_both, cost_matrices
+from benchmarks.gpu_suite.run import (
+    BENCHES,
+    LIBRARY_DEFAULT,
+    RESULTS,
+    SORT_RELABELLED,
+    best_fixed_both,
+    cost_matrices,
+    load_raw,
+)
 from benchmarks.harness import (
     device_tag,
     git_commit,
@@ -46,7 +54,6 @@ from benchmarks.harness import (
     write_results,
 )
 
-RESULTS = Path(__file__).resolve().parent / "results"
 RAW = RESULTS / "gpu_suite_h100_raw.json"  # round 4, commit c899c09, seed 2024
 EXTRA = (RESULTS / "gpu_suite_h100_histogram_seed2025_raw.json",)  # round 3 code, commit b9080e6
 HANDOFF_US = 1.5  # prefetched first call at pause 0 on the H100's host, features not landed (prefetched_h100.md)
@@ -153,6 +160,8 @@ def summary_rows(run_key: str, results: dict[str, dict[str, Any]]) -> list[dict[
 def main(argv: list[str] | None = None) -> None:
     p = study_parser("gpu_suite", __doc__.splitlines()[0])
     p.add_argument("--raw", default=str(RAW))
+    p.add_argument("--replace", nargs="*", default=[str(SORT_RELABELLED)],
+                   help="later runs whose benchmarks take the place of --raw's (default: sort relabelled)")
     p.add_argument("--extra", nargs="*", default=[str(e) for e in EXTRA])
     p.add_argument("--resampled", type=int, default=4000, help="resampled inputs a student is fitted on")
     p.add_argument("--repeats", type=int, default=3, help="CV shuffles (5 folds each)")
@@ -167,7 +176,7 @@ def run(args: argparse.Namespace) -> Path:
     rows, summary = [], []
     device = None
     for path in [args.raw, *args.extra]:
-        raw = json.loads(Path(path).read_text())
+        raw = load_raw(path, args.replace if path == args.raw else ())
         device = device or raw["device"]["name"]
         key = Path(path).stem.removesuffix("_raw")
         results = {}
@@ -179,7 +188,8 @@ def run(args: argparse.Namespace) -> Path:
             print(key, name, json.dumps({k: results[name]["selector"][k]
                                          for k in ("host_rule", "feature_rule", "min_size")}), flush=True)
         summary += summary_rows(key, results)
-        data["runs"][key] = {"file": str(path), "device": raw["device"]["name"], "recorded_commit": raw["commit"],
+        data["runs"][key] = {"file": str(path), "replaced": raw.get("replaced", {}),
+                             "device": raw["device"]["name"], "recorded_commit": raw["commit"],
                              "seed": raw["seed"], "benchmarks": results}
     table = ("## The selector per benchmark\n\n"
              + markdown_table(summary, ["run", "benchmark", "first call", "rule", "fraction", "median_fraction",

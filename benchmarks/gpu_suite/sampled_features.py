@@ -41,10 +41,9 @@ import numpy as np
 from adaptune.kernels import distilled, features, inputs, sampled
 from benchmarks.gpu_suite.prefetched import matrices
 from benchmarks.gpu_suite.reanalysis import per_call_us, stand_in
-from benchmarks.gpu_suite.run import best_fixed_both, cost_matrices
+from benchmarks.gpu_suite.run import RESULTS, SORT_RELABELLED, best_fixed_both, cost_matrices, load_raw
 from benchmarks.harness import git_commit, markdown_table, parse_study_args, study_parser, write_results
 
-RESULTS = Path(__file__).resolve().parent / "results"
 RAW = RESULTS / "gpu_suite_h100_raw.json"  # round 4, commit c899c09
 RULES = RESULTS / "gpu_suite_h100_first_call_rules.json"  # the selectors run live at 87749a2
 SIZES = (64, 256, 1024)  # sampled rows (BFS) / pairs (sort)
@@ -204,6 +203,8 @@ def analyse(name: str, b: dict[str, Any], table: dict[str, Any], recipes: tuple[
 def main(argv: list[str] | None = None) -> None:
     p = study_parser("gpu_suite", __doc__.splitlines()[0])
     p.add_argument("--raw", default=str(RAW))
+    p.add_argument("--replace", nargs="*", default=[str(SORT_RELABELLED)],
+                   help="later runs whose benchmarks take the place of --raw's (default: sort relabelled)")
     p.add_argument("--rules", default=str(RULES), help="the committed selectors (the other benchmarks' are kept)")
     p.add_argument("--benchmarks", default="bfs,sort")
     p.add_argument("--every", type=int, default=1, help="every n-th recorded input only (pilots)")
@@ -214,11 +215,12 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run(args: argparse.Namespace) -> Path:
-    raw = json.loads(Path(args.raw).read_text())
+    raw = load_raw(args.raw, args.replace)
     rules = json.loads(Path(args.rules).read_text())
     run_key = next(iter(rules["runs"]))
     recipes = tuple({**r, "resampled": args.resampled} for r in distilled.STUDENT_RECIPES)
-    data: dict[str, Any] = {"raw": args.raw, "recorded_commit": raw["commit"], "every": args.every,
+    data: dict[str, Any] = {"raw": args.raw, "replaced": raw.get("replaced", {}), "recorded_commit": raw["commit"],
+                            "every": args.every,
                             "benchmarks": {}}
     summary, rows = [], []
     for name in args.benchmarks.split(","):
