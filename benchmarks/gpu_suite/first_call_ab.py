@@ -36,7 +36,7 @@ from adaptune.kernels.dispatch import launcher_tree
 from adaptune.kernels.prefetched import PrefetchedDispatch
 from benchmarks.gpu_suite.prefetched import RAW, fit, recorded_median
 from benchmarks.gpu_suite.reanalysis import per_call_us, stand_in
-from benchmarks.gpu_suite.run import BENCHES, LIBRARY_DEFAULT, SORT_RELABELLED, Runtime, load_raw, shrink
+from benchmarks.gpu_suite.run import BENCHES, LIBRARY_DEFAULT, Runtime, add_replace_argument, load_raw, shrink
 from benchmarks.harness import (
     device_tag,
     markdown_table,
@@ -219,8 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     p = study_parser("gpu_suite", __doc__.splitlines()[0])
     p.add_argument("--device", choices=("stub", "cuda", "opencl"), default="stub")
     p.add_argument("--raw", default=str(RAW))
-    p.add_argument("--replace", nargs="*", default=[str(SORT_RELABELLED)],
-                   help="later runs whose benchmarks take the place of --raw's (default: sort relabelled)")
+    add_replace_argument(p)
     p.add_argument("--rules", default=str(RULES), help="a first_call_rules.py result: its selectors")
     p.add_argument("--benchmarks", default="spmv,histogram,sort,bfs")
     p.add_argument("--repeats", type=int, default=300, help="single first calls per side and round")

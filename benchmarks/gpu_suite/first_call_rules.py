@@ -40,7 +40,7 @@ from benchmarks.gpu_suite.run import (
     BENCHES,
     LIBRARY_DEFAULT,
     RESULTS,
-    SORT_RELABELLED,
+    add_replace_argument,
     best_fixed_both,
     cost_matrices,
     load_raw,
@@ -160,8 +160,7 @@ def summary_rows(run_key: str, results: dict[str, dict[str, Any]]) -> list[dict[
 def main(argv: list[str] | None = None) -> None:
     p = study_parser("gpu_suite", __doc__.splitlines()[0])
     p.add_argument("--raw", default=str(RAW))
-    p.add_argument("--replace", nargs="*", default=[str(SORT_RELABELLED)],
-                   help="later runs whose benchmarks take the place of --raw's (default: sort relabelled)")
+    add_replace_argument(p)
     p.add_argument("--extra", nargs="*", default=[str(e) for e in EXTRA])
     p.add_argument("--resampled", type=int, default=4000, help="resampled inputs a student is fitted on")
     p.add_argument("--repeats", type=int, default=3, help="CV shuffles (5 folds each)")

@@ -40,9 +40,9 @@ from adaptune.kernels import distilled, inputs
 from adaptune.kernels.prefetched import PrefetchedDispatch
 from benchmarks.gpu_suite.run import (
     BENCHES,
-    SORT_RELABELLED,
     TIMING,
     Runtime,
+    add_replace_argument,
     cost_matrices,
     load_raw,
     measure_input,
@@ -268,8 +268,7 @@ def main(argv: list[str] | None = None) -> None:
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", choices=("cuda", "opencl"))
     parser.add_argument("--raw", default=str(RAW), help="recorded run to fit on (default: committed round 4)")
-    parser.add_argument("--replace", nargs="*", default=[str(SORT_RELABELLED)],
-                        help="later runs whose benchmarks take the place of --raw's (default: sort relabelled)")
+    add_replace_argument(parser)
     parser.add_argument("--out", default="out/gpu_suite", help="folder (default out/gpu_suite/)")
     parser.add_argument("--benchmarks", default="spmv,histogram,sort,bfs")
     parser.add_argument("--repeats", type=int, default=21)
@@ -288,8 +287,8 @@ def main(argv: list[str] | None = None) -> None:
         rules = next(iter(json.loads(Path(args.rules).read_text())["runs"].values()))["benchmarks"]
     rt = Runtime(args.device)
     raw = load_raw(args.raw, args.replace)
-    result: dict[str, Any] = {"device": rt.dev.name, "raw": args.raw, "replaced": raw.get("replaced", {}), "budget": BUDGET, "rules": args.rules,
-                              "gate": not args.no_gate,
+    result: dict[str, Any] = {"device": rt.dev.name, "raw": args.raw, "replaced": raw.get("replaced", {}),
+                              "budget": BUDGET, "rules": args.rules, "gate": not args.no_gate,
                               "students": list(students), "benchmarks": {}}
     pauses = tuple(float(p) for p in args.pauses.split(","))
     for name in args.benchmarks.split(","):

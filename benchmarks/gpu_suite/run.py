@@ -515,6 +515,12 @@ def load_raw(path: str | Path, replace: list[str] | tuple[str, ...] = ()) -> dic
     return raw
 
 
+def add_replace_argument(parser: argparse.ArgumentParser) -> None:
+    """``--replace``, for ``load_raw``: by default sort relabelled takes the place of round 4's."""
+    parser.add_argument("--replace", nargs="*", default=[str(SORT_RELABELLED)],
+                        help="later runs whose benchmarks take the place of --raw's (default: sort relabelled)")
+
+
 def shrink(specs: list[inputs.InputSpec], size_scale: float) -> list[inputs.InputSpec]:
     """Pilots on a CPU: the same specs with sizes scaled down (at least 1024)."""
     if size_scale == 1.0:

@@ -41,7 +41,7 @@ import numpy as np
 from adaptune.kernels import distilled, features, inputs, sampled
 from benchmarks.gpu_suite.prefetched import matrices
 from benchmarks.gpu_suite.reanalysis import per_call_us, stand_in
-from benchmarks.gpu_suite.run import RESULTS, SORT_RELABELLED, best_fixed_both, cost_matrices, load_raw
+from benchmarks.gpu_suite.run import RESULTS, add_replace_argument, best_fixed_both, cost_matrices, load_raw
 from benchmarks.harness import git_commit, markdown_table, parse_study_args, study_parser, write_results
 
 RAW = RESULTS / "gpu_suite_h100_raw.json"  # round 4, commit c899c09
@@ -203,8 +203,7 @@ def analyse(name: str, b: dict[str, Any], table: dict[str, Any], recipes: tuple[
 def main(argv: list[str] | None = None) -> None:
     p = study_parser("gpu_suite", __doc__.splitlines()[0])
     p.add_argument("--raw", default=str(RAW))
-    p.add_argument("--replace", nargs="*", default=[str(SORT_RELABELLED)],
-                   help="later runs whose benchmarks take the place of --raw's (default: sort relabelled)")
+    add_replace_argument(p)
     p.add_argument("--rules", default=str(RULES), help="the committed selectors (the other benchmarks' are kept)")
     p.add_argument("--benchmarks", default="bfs,sort")
     p.add_argument("--every", type=int, default=1, help="every n-th recorded input only (pilots)")
