@@ -185,9 +185,9 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
     median_i = (recorded_median(name, b, trees, keep) if "median_input" not in sel_rules
                 else [r["name"] for r in b["test"]].index(sel_rules["median_input"]))
     spec = shrink([inputs.InputSpec(**b["test"][median_i]["spec"])], size_scale)[0]
-    # every variant timed and checked, live, ``oracle_rounds`` times (the choice is judged round by round below)
-    records = [measure_input(bench, spec, rt.timer(*TIMING[name])) for _ in range(oracle_rounds)]
-    record = records[0]
+    # every variant checked and timed live, ``oracle_rounds`` times (the choice is judged round by round below)
+    record = measure_input(bench, spec, rt.timer(*TIMING[name]), rounds=oracle_rounds)
+    by_round = record.get("times_ms_by_round", [record["times_ms"]])
     rt.free()
     args, _, _ = bench.build(spec)
     names = {id(fn): v for v, fn in variants.items()}
@@ -211,7 +211,7 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
                              min_size=min_size)
     calls = [first_calls(rt, bench, sel, args, names, p, False, repeats) for p in pauses]
     calls.append(first_calls(rt, bench, sel, args, names, BUSY_PAUSE_MS, True, repeats))
-    rounds = [{k: v for k, v in r["times_ms"].items() if k in keep and v is not None} for r in records]
+    rounds = [{k: v for k, v in r.items() if k in keep and v is not None} for r in by_round]
     times = {k: statistics.median(r[k] for r in rounds) for k in rounds[0] if all(k in r for r in rounds)}
     best = min(times.values())
     for c in calls:
@@ -222,7 +222,7 @@ def run_benchmark(rt: Runtime, name: str, b: dict[str, Any], repeats: int, size_
         c["first_call_fraction_of_oracle"] = best / (c["run_ms"] + c["first_call_us_median"] * 1e-3)
         c["share_of_run"] = c["first_call_us_median"] * 1e-3 / c["run_ms"]
     return {"input": spec.name, "recorded_input": b["test"][median_i]["name"], "variants": keep, "default": default,
-            "live_times_ms": times, "live_times_ms_by_round": [r["times_ms"] for r in records],
+            "live_times_ms": times, "live_times_ms_by_round": by_round,
             "live_features": record["features"],
             "recorded_features": b["test"][median_i]["features"], "best_ms": best,
             "oracle": min(times, key=times.get), "host_tree": trees["host"]["tree"],

@@ -80,5 +80,10 @@ class DeviceInfo:
     driver: str = ""
     properties: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
+    @property
+    def driver_version(self) -> str:
+        """The driver's own version: ``driver`` may add to it what tells devices apart (a CPU's compute units)."""
+        return self.properties.get("driver_version", self.driver)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -118,6 +118,5 @@ def binary_target_of(info: Any) -> str | None:
     if info.platform == "cuda" and "compute_capability" in info.properties:
         return cuda_target(info.properties["compute_capability"])
     if info.platform.startswith("opencl:"):
-        version = info.properties.get("driver_version", info.driver)  # a CPU's identity adds its compute units
-        return f"{info.platform.split(':', 1)[1]}|{info.name}|{version}"
+        return f"{info.platform.split(':', 1)[1]}|{info.name}|{info.driver_version}"
     return None

@@ -134,8 +134,7 @@ def environment(info: DeviceInfo, iterations: int, compiler_options: Sequence[st
     """Kernel Tuner's ``env``: device and platform, plus what adaptune adds (store, strategy, counts)."""
     env: dict[str, Any] = {"device_name": info.name, "iterations": iterations,
                            "compiler_options": list(compiler_options or []),
-                           "platform_name": info.platform,
-                           "driver_version": info.properties.get("driver_version", info.driver),
+                           "platform_name": info.platform, "driver_version": info.driver_version,
                            "python_version": platform.python_version(), "tool": "adaptune"}
     env.update(extra)
     return env
