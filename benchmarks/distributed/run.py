@@ -128,7 +128,8 @@ WRITER = textwrap.dedent("""
     for k in range(n):
         key = k if k < shared else 1_000_000 * (who + 1) + k
         store.put(d, p, i, Result.from_samples({"k": key, "who": 0}, [float(k % 97) + 1.0]))
-    print(json.dumps({"seconds": time.perf_counter() - t0, "retries": store.retries}))
+    print(json.dumps({"seconds": time.perf_counter() - t0, "retries": store.retries,
+                      "reconnects": store.reconnects}))
 """)
 
 
@@ -163,7 +164,8 @@ def _writers(url: str, n_writers: int, n: int, shared: int, kill_every_s: float 
             # throughput while writing: all writes over the longest writer's own writing time
             "writes_per_s": writes / max(s["seconds"] for s in stats) if stats else None,
             "mean_writer_s": float(np.mean([s["seconds"] for s in stats])) if stats else None,
-            "retries": sum(s["retries"] for s in stats), "connections_killed": kills, "errors": errors}
+            "retries": sum(s["retries"] for s in stats),
+            "reconnects": sum(s["reconnects"] for s in stats), "connections_killed": kills, "errors": errors}
 
 
 def bench_store(n_writers: int = 4, n: int = 300, shared: int = 100) -> dict:

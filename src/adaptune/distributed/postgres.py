@@ -18,6 +18,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from adaptune.store.sql import engine_url
+
 
 class PostgresUnavailable(RuntimeError):
     """Neither pgserver nor a PostgreSQL installation on the PATH: install ``adaptune[distributed]``."""
@@ -85,8 +87,6 @@ def terminate_other_connections(url: str) -> int:
 
     Used by the fault tests and benchmarks; returns how many sessions were ended.
     """
-    from adaptune.store.db import engine_url
-
     engine = sa.create_engine(engine_url(url), poolclass=sa.pool.NullPool)
     try:
         with engine.connect() as conn:

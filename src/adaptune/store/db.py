@@ -275,8 +275,14 @@ class Store(BaseStore):
 
     @property
     def retries(self) -> int:
-        """Transient failures survived (reconnects, serialisation failures): for tests and logs."""
+        """Transactions run again after a transient failure (a dropped link, a serialisation failure)."""
         return self.db.retries
+
+    @property
+    def reconnects(self) -> int:
+        """Dropped server connections replaced: a link killed while idle in the pool is replaced by the
+        pre-ping without any retry, so a failover shows here even where ``retries`` stays 0."""
+        return self.db.reconnects
 
     def close(self) -> None:
         self.db.close()

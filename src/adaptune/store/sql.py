@@ -164,7 +164,9 @@ class Database:
             self.engine.dispose()
             raise StoreError(f"cannot open database {self.label}: adaptune stores are SQLite or PostgreSQL, "
                              f"not {self.dialect}")
-        self.retries = 0  # transient failures survived (reconnects, serialisation failures): for tests/logs
+        self.retries = 0  # transactions run again after a transient failure: for tests/logs
+        self.reconnects = 0  # dropped links replaced, whether found by the pre-ping or mid-transaction
+        sa.event.listen(self.engine, "invalidate", self._count_reconnect)
         if self.dialect == "sqlite":
             self._install_sqlite_pragmas()
         self.transact(self._init_schema)
@@ -193,6 +195,9 @@ class Database:
         def _on_begin(conn: Connection) -> None:
             write = conn.get_execution_options().get("adaptune_write", False)
             conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    def _count_reconnect(self, _dbapi_conn: Any, _record: Any, _exc: BaseException | None) -> None:
+        self.reconnects += 1
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
