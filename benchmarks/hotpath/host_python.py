@@ -25,6 +25,7 @@ import adaptune.numpy as anp
 from adaptune.lang import session as lang_session
 from adaptune.lang.runtime import Runtime
 from benchmarks.hotpath.run import flush_phases
+from benchmarks.lang.run import nbody_step
 
 
 def _noop(grid: Any, block: Any, args: Any) -> None:
@@ -81,12 +82,49 @@ def measure(calls: int, batches: int) -> dict[str, float]:
     return best
 
 
+def measure_nbody(calls: int, batches: int, n: int = 256) -> dict[str, float]:
+    """CPU µs per recorded n-body step (51 nodes, the lang study's ``nbody_step``) and per flush of it, the
+    launches stubbed as above: where a GPU host's time goes when the step is bound by its Python."""
+    lang_session.use_runtime(Runtime("opencl"))
+    sess = lang_session.session()
+    rng = np.random.default_rng(3)
+    state = tuple(anp.asarray(rng.random(n).astype(np.float32)) for _ in range(6))
+    m = anp.asarray(rng.random(n).astype(np.float32))
+    for _ in range(5):
+        state = nbody_step(anp, *state, m)
+        anp.flush()
+    stub_launches(sess)
+    tt = time.thread_time_ns
+    best: dict[str, float] = {}
+    for _ in range(batches):
+        parts: dict[str, list[int]] = {"record": [], "flush": []}
+        for _ in range(calls):
+            t0 = tt()
+            state = nbody_step(anp, *state, m)
+            t1 = tt()
+            anp.flush()
+            t2 = tt()
+            parts["record"].append(t1 - t0)
+            parts["flush"].append(t2 - t1)
+        for k, v in parts.items():
+            best[k] = min(best.get(k, np.inf), float(np.median(v)) / 1e3)
+    if not anp.last_flush().cache_hit:
+        raise RuntimeError("the n-body step did not hit the plan cache")
+    best["nodes"] = anp.last_flush().nodes
+    return best
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--batches", type=int, default=7)
     ap.add_argument("--phases", action="store_true", help="also the flush phase by phase (wall clock, p50)")
+    ap.add_argument("--nbody", action="store_true", help="the n-body step instead of the 2-op update")
     args = ap.parse_args(argv)
+    if args.nbody:
+        r = measure_nbody(max(1, args.calls // 10), args.batches)
+        print("CPU us per n-body step: " + "  ".join(f"{k} {v:.1f}" for k, v in r.items()))
+        return 0
     r = measure(args.calls, args.batches)
     print("CPU us: " + "  ".join(f"{k} {v:.2f}" for k, v in r.items()))
     if args.phases:  # the same array shape: the stubbed plan is the one hit

@@ -41,17 +41,22 @@ PyScalar = (bool, int, float)
 class LazyArray:
     """A lazily evaluated n-dimensional array on the device (see the module docstring)."""
 
-    __slots__ = ("base", "shape", "strides", "offset", "region", "vdims", "__weakref__")
+    __slots__ = ("base", "shape", "strides", "offset", "region", "vdims", "whole", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, base: Base, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
-                 region: tuple[tuple[int, int, int], ...] | None, vdims: tuple[int, ...] | None) -> None:
+                 region: tuple[tuple[int, int, int], ...] | None, vdims: tuple[int, ...] | None,
+                 whole: bool | None = None) -> None:
         self.base = base
         self.shape = shape
         self.strides = strides
         self.offset = offset
         self.region = region
         self.vdims = vdims
+        # the view is its base, all of it in C order (a base's shape never changes), so ``node()`` is the base's
+        # node: known once here instead of compared on every operation that reads this array
+        self.whole = whole if whole is not None else (
+            offset == 0 and shape == base.node.shape and strides == contiguous_strides(shape))
 
     # ------------------------------------------------------------------------ construction
 
@@ -62,19 +67,17 @@ class LazyArray:
             session().track(base)
         shape = node.shape
         strides, region, vdims = _whole(shape)
-        return cls(base, shape, strides, 0, region, vdims)
+        return cls(base, shape, strides, 0, region, vdims, True)
 
     @property
     def is_whole(self) -> bool:
-        base_shape = self.base.node.shape
-        return self.shape == base_shape and self.offset == 0 and self.strides == contiguous_strides(base_shape)
+        return self.whole
 
     def node(self) -> Node:
         """The IR node of this view's current value."""
-        bnode = self.base.node
-        if self.shape == bnode.shape and self.offset == 0 and self.strides == contiguous_strides(self.shape):
-            return bnode
-        return View(bnode, self.shape, self.strides, self.offset)
+        if self.whole:
+            return self.base.node
+        return View(self.base.node, self.shape, self.strides, self.offset)
 
     # ------------------------------------------------------------------------ NumPy attributes
 
@@ -164,75 +167,23 @@ class LazyArray:
         if _advanced(key):
             return eager("advanced indexing", lambda a, k: a[k], self, key)
         if key is Ellipsis:  # a[...]: the same view (the common target of an update)
-            return LazyArray(self.base, self.shape, self.strides, self.offset, self.region, self.vdims)
+            return LazyArray(self.base, self.shape, self.strides, self.offset, self.region, self.vdims,
+                             self.whole)
         if not isinstance(key, tuple):
             key = (key,)
-        ndim = len(self.shape)
-        if len(key) == ndim and all(type(k) is slice for k in key):
-            expanded: list[Any] = list(key)  # the common case: one slice per dimension
-        else:
-            n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
-            if sum(1 for k in key if k is Ellipsis) > 1:
-                raise IndexError("an index can only have a single ellipsis ('...')")
-            if n_real > ndim:
-                raise IndexError(f"too many indices for array: array is {ndim}-dimensional, "
-                                 f"but {n_real} were indexed")
-            expanded = []
-            for k in key:
-                if k is Ellipsis:
-                    expanded.extend([slice(None)] * (ndim - n_real))
-                else:
-                    expanded.append(k)
-            expanded.extend([slice(None)] * (ndim - sum(1 for k in expanded if k is not None)))
-        shape, strides, vdims = [], [], []
-        offset = self.offset
-        region = list(self.region) if self.region is not None else None
-        d = 0
-        for k in expanded:
-            if k is None:
-                shape.append(1)
-                strides.append(0)
-                vdims.append(-1)
-                continue
-            n, st = self.shape[d], self.strides[d]
-            bd = self.vdims[d] if self.vdims is not None else -1
-            if type(k) is slice:
-                start, stop, step = k.indices(n)
-                count = len(range(start, stop, step))
-                if count:
-                    offset += start * st
-                shape.append(count)
-                strides.append(st * step)
-                if region is not None and bd >= 0:
-                    s0, s1, _ = region[bd]
-                    region[bd] = (s0 + start * s1, s1 * step, count)
-                vdims.append(bd)
-            elif isinstance(k, numbers.Integral) and not isinstance(k, bool):
-                i = int(k) + n if int(k) < 0 else int(k)
-                if not 0 <= i < n:
-                    raise IndexError(f"index {int(k)} is out of bounds for axis {d} with size {n}")
-                offset += i * st
-                if region is not None and bd >= 0:
-                    s0, s1, _ = region[bd]
-                    region[bd] = (s0 + i * s1, s1, 1)
-            elif isinstance(k, slice):
-                start, stop, step = k.indices(n)
-                count = len(range(start, stop, step))
-                if count:
-                    offset += start * st
-                shape.append(count)
-                strides.append(st * step)
-                if region is not None and bd >= 0:
-                    s0, s1, _ = region[bd]
-                    region[bd] = (s0 + start * s1, s1 * step, count)
-                vdims.append(bd)
-            else:
-                raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
-                                 "integer or boolean arrays are valid indices")
-            d += 1
-        return LazyArray(self.base, tuple(shape), tuple(strides), offset,
-                         tuple(region) if region is not None else None,
-                         tuple(vdims) if region is not None else None)
+        view = (self.shape, self.strides, self.region, self.vdims)
+        sig = _index_signature(key)
+        if sig is None:  # (NumPy integers, say): worked out every time
+            shape, strides, delta, region, vdims = _basic_index(*view, key)
+        else:  # a loop indexes the same way every step: worked out once per view and key
+            hit = _BASIC_VIEWS.get((view, sig))
+            if hit is None:
+                hit = _basic_index(*view, key)
+                if len(_BASIC_VIEWS) >= BASIC_VIEW_ENTRIES:
+                    _BASIC_VIEWS.clear()
+                _BASIC_VIEWS[(view, sig)] = hit
+            shape, strides, delta, region, vdims = hit
+        return LazyArray(self.base, shape, strides, self.offset + delta, region, vdims)
 
     def __setitem__(self, key: Any, value: Any) -> None:
         if key is Ellipsis:
@@ -286,20 +237,8 @@ class LazyArray:
         shape = tuple(shape)
         if shape == self.shape:
             return self
-        broadcast_shapes(self.shape, shape)  # NumPy's ValueError on mismatch
-        lead = len(shape) - self.ndim
-        if lead < 0:
-            raise ValueError(f"cannot broadcast a non-scalar to a scalar array: {self.shape} -> {shape}")
-        strides = [0] * lead
-        for n_in, n_out, st in zip(self.shape, shape[lead:], self.strides, strict=True):
-            if n_in == n_out:
-                strides.append(st)
-            elif n_in == 1:
-                strides.append(0)
-            else:
-                raise ValueError(f"operands could not be broadcast together with remapped shapes "
-                                 f"{self.shape} and requested shape {shape}")
-        return LazyArray(self.base, shape, tuple(strides), self.offset, None, None)
+        return LazyArray(self.base, shape, _broadcast_strides(self.shape, self.strides, shape), self.offset,
+                         None, None)
 
     def transpose(self, *axes: Any) -> LazyArray:
         if len(axes) == 1 and isinstance(axes[0], Sequence | type(None)):
@@ -433,6 +372,87 @@ class LazyArray:
 _INDEX_ARRAYS = (LazyArray, np.ndarray, list)
 
 
+_SLICE_PARTS = frozenset((type(None), int))
+_BASIC_VIEWS: dict[tuple, tuple] = {}  # (view, index signature) -> _basic_index
+BASIC_VIEW_ENTRIES = 4096
+
+
+def _index_signature(key: tuple) -> tuple | None:
+    """A hashable stand-in for a basic index (slices are not hashable before Python 3.12); None where the key
+    holds anything but None, ``...``, Python ints and slices of them."""
+    sig: list[Any] = []
+    for k in key:
+        t = type(k)
+        if t is int or k is None or k is Ellipsis:
+            sig.append(k)
+        elif t is slice and type(k.start) in _SLICE_PARTS and type(k.stop) in _SLICE_PARTS \
+                and type(k.step) in _SLICE_PARTS:
+            sig.append((k.start, k.stop, k.step))
+        else:
+            return None
+    return tuple(sig)
+
+
+def _basic_index(shape_in: tuple[int, ...], strides_in: tuple[int, ...],
+                 region_in: tuple[tuple[int, int, int], ...] | None, vdims_in: tuple[int, ...] | None,
+                 key: tuple) -> tuple[tuple[int, ...], tuple[int, ...], int, Any, Any]:
+    """NumPy's basic indexing of a view: (shape, strides, offset added, region, vdims) of the result."""
+    ndim = len(shape_in)
+    if len(key) == ndim and all(type(k) is slice for k in key):
+        expanded: list[Any] = list(key)  # the common case: one slice per dimension
+    else:
+        n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+        if sum(1 for k in key if k is Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        if n_real > ndim:
+            raise IndexError(f"too many indices for array: array is {ndim}-dimensional, "
+                             f"but {n_real} were indexed")
+        expanded = []
+        for k in key:
+            if k is Ellipsis:
+                expanded.extend([slice(None)] * (ndim - n_real))
+            else:
+                expanded.append(k)
+        expanded.extend([slice(None)] * (ndim - sum(1 for k in expanded if k is not None)))
+    shape, strides, vdims = [], [], []
+    offset = 0
+    region = list(region_in) if region_in is not None else None
+    d = 0
+    for k in expanded:
+        if k is None:
+            shape.append(1)
+            strides.append(0)
+            vdims.append(-1)
+            continue
+        n, st = shape_in[d], strides_in[d]
+        bd = vdims_in[d] if vdims_in is not None else -1
+        if type(k) is slice:
+            start, stop, step = k.indices(n)
+            count = len(range(start, stop, step))
+            if count:
+                offset += start * st
+            shape.append(count)
+            strides.append(st * step)
+            if region is not None and bd >= 0:
+                s0, s1, _ = region[bd]
+                region[bd] = (s0 + start * s1, s1 * step, count)
+            vdims.append(bd)
+        elif isinstance(k, numbers.Integral) and not isinstance(k, bool):
+            i = int(k) + n if int(k) < 0 else int(k)
+            if not 0 <= i < n:
+                raise IndexError(f"index {int(k)} is out of bounds for axis {d} with size {n}")
+            offset += i * st
+            if region is not None and bd >= 0:
+                s0, s1, _ = region[bd]
+                region[bd] = (s0 + i * s1, s1, 1)
+        else:
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
+                             "integer or boolean arrays are valid indices")
+        d += 1
+    return (tuple(shape), tuple(strides), offset, tuple(region) if region is not None else None,
+            tuple(vdims) if region is not None else None)
+
+
 def _advanced(key: Any) -> bool:
     """True for keys only the eager path handles (integer or boolean arrays, lists, in a tuple too)."""
     if isinstance(key, _INDEX_ARRAYS):
@@ -457,6 +477,26 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
             return np.broadcast_shapes(*shapes)  # raises NumPy's ValueError
         out.append(sizes.pop() if sizes else 1)
     return tuple(out[::-1])
+
+
+@functools.lru_cache(maxsize=4096)
+def _broadcast_strides(shape: tuple[int, ...], strides: tuple[int, ...], to: tuple[int, ...]) -> tuple[int, ...]:
+    """The strides of a view of ``shape``/``strides`` broadcast to ``to`` (NumPy's ValueError on a mismatch);
+    cached: a loop broadcasts the same operands every step."""
+    broadcast_shapes(shape, to)  # NumPy's ValueError on mismatch
+    lead = len(to) - len(shape)
+    if lead < 0:
+        raise ValueError(f"cannot broadcast a non-scalar to a scalar array: {shape} -> {to}")
+    out = [0] * lead
+    for n_in, n_out, st in zip(shape, to[lead:], strides, strict=True):
+        if n_in == n_out:
+            out.append(st)
+        elif n_in == 1:
+            out.append(0)
+        else:
+            raise ValueError(f"operands could not be broadcast together with remapped shapes "
+                             f"{shape} and requested shape {to}")
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -551,12 +591,17 @@ def apply(name: str, *operands: Any) -> LazyArray:
     if len(operands) == 2:  # the common binary step, once its types were resolved: what the general path below
         x, y = operands  # does for it, without its loops (same key, same nodes)
         tx, ty = type(x), type(y)
-        if tx is LazyArray and (ty is LazyArray and x.shape == y.shape or ty in _PY_SCALARS):
+        if tx is LazyArray and (ty is LazyArray or ty in _PY_SCALARS):
             hit = _RESOLVED.get((name, x.dtype, y.dtype if ty is LazyArray else ty))
             if hit is not None and hit[2]:
                 out, compute, _ = hit
-                yn = y.node() if ty is LazyArray else Scalar(y, compute)
-                return LazyArray.wrap(Map(name, (x.node(), yn), x.shape, out, compute))
+                if ty is not LazyArray:
+                    return LazyArray.wrap(Map(name, (x.node(), Scalar(y, compute)), x.shape, out, compute))
+                if x.shape == y.shape:
+                    return LazyArray.wrap(Map(name, (x.node(), y.node()), x.shape, out, compute))
+                shape = broadcast_shapes(x.shape, y.shape)  # (NumPy's ValueError on a mismatch)
+                return LazyArray.wrap(Map(name, (x.broadcast_to(shape).node(), y.broadcast_to(shape).node()),
+                                          shape, out, compute))
         elif ty is LazyArray and tx in _PY_SCALARS:
             hit = _RESOLVED.get((name, tx, y.dtype))
             if hit is not None and hit[2]:
@@ -596,6 +641,13 @@ def _power(a: LazyArray, o: Any) -> LazyArray:
 
 
 def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if type(axis) is int:  # the common ``axis=k``: a look-up (a recorded reduction pays it every step)
+        hit = _ONE_AXIS.get((axis, ndim))
+        if hit is None:
+            if not -ndim <= axis < ndim:
+                raise np.exceptions.AxisError(axis, ndim)
+            hit = _ONE_AXIS[(axis, ndim)] = (axis % ndim,)
+        return hit
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
@@ -607,6 +659,9 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
     if len(set(out)) != len(out):
         raise ValueError("duplicate value in 'axis'")
     return tuple(sorted(out))
+
+
+_ONE_AXIS: dict[tuple[int, int], tuple[int]] = {}  # (axis, ndim) -> normalize_axes (bounded: ndim <= 64)
 
 
 def reduce(op: str, a: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> LazyArray:

@@ -231,8 +231,7 @@ class Reduce(Node):
     __slots__ = ("op", "axes")
 
     def __init__(self, op: str, src: Node, axes: tuple[int, ...], dtype: np.dtype) -> None:
-        shape = tuple(n for d, n in enumerate(src.shape) if d not in axes)
-        super().__init__(shape, dtype, (src,))
+        self.shape, self.dtype, self.children, self._key = _reduced_shape(src.shape, axes), dtype, (src,), None
         self.op = op
         self.axes = axes
         TAPE.add(self)
@@ -243,6 +242,11 @@ class Reduce(Node):
     @property
     def length(self) -> int:
         return size_of(tuple(self.children[0].shape[a] for a in self.axes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(n for d, n in enumerate(shape) if d not in axes)
 
 
 class Update(Node):
@@ -292,9 +296,11 @@ class Update(Node):
 TAPE = Tape()  # one per process, like the session
 
 
+@functools.lru_cache(maxsize=4096)
 def is_broadcast_view(src_shape: tuple[int, ...], shape: tuple[int, ...], strides: tuple[int, ...],
                       offset: int) -> bool:
-    """True when the view only broadcasts ``src`` (adds stride-0 or length-1 axes): no element is moved."""
+    """True when the view only broadcasts ``src`` (adds stride-0 or length-1 axes): no element is moved.
+    Cached: a loop builds the same views every step (a look-up is a tenth of the comparison)."""
     if offset != 0:
         return False
     kept = [(n, s) for n, s in zip(shape, strides, strict=True) if n != 1 and s != 0]

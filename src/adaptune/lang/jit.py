@@ -175,7 +175,7 @@ def _template(out: Any, arg_of: dict[int, int], new_of: dict[int, int]) -> Any:
     if type(out) is tuple or type(out) is list:
         return (type(out), [_template(o, arg_of, new_of) for o in out])
     if isinstance(out, LazyArray):
-        view = (out.shape, out.strides, out.offset, out.region, out.vdims)
+        view = (out.shape, out.strides, out.offset, out.region, out.vdims, out.whole)
         if id(out.base) in arg_of:
             return (_ARG, arg_of[id(out.base)], view)
         if id(out.base) in new_of:
