@@ -233,6 +233,17 @@ class LazyArray:
         base.node = new
         session().track(base)
 
+    def broadcast_node(self, shape: tuple[int, ...]) -> Node:
+        """``self.broadcast_to(shape).node()`` without the intermediate array (a recorded operation over
+        differently shaped operands builds one per operand)."""
+        if shape == self.shape:
+            return self.node()
+        strides = _broadcast_strides(self.shape, self.strides, shape)
+        bnode = self.base.node
+        if self.offset == 0 and shape == bnode.shape and strides == contiguous_strides(shape):
+            return bnode  # (only a zero-size broadcast can come back to its whole base)
+        return View(bnode, shape, strides, self.offset)
+
     def broadcast_to(self, shape: tuple[int, ...]) -> LazyArray:
         shape = tuple(shape)
         if shape == self.shape:
@@ -600,8 +611,8 @@ def apply(name: str, *operands: Any) -> LazyArray:
                 if x.shape == y.shape:
                     return LazyArray.wrap(Map(name, (x.node(), y.node()), x.shape, out, compute))
                 shape = broadcast_shapes(x.shape, y.shape)  # (NumPy's ValueError on a mismatch)
-                return LazyArray.wrap(Map(name, (x.broadcast_to(shape).node(), y.broadcast_to(shape).node()),
-                                          shape, out, compute))
+                return LazyArray.wrap(Map(name, (x.broadcast_node(shape), y.broadcast_node(shape)), shape, out,
+                                          compute))
         elif ty is LazyArray and tx in _PY_SCALARS:
             hit = _RESOLVED.get((name, tx, y.dtype))
             if hit is not None and hit[2]:
@@ -618,7 +629,7 @@ def apply(name: str, *operands: Any) -> LazyArray:
     children: list[Node] = []
     for o in ops_in:
         if isinstance(o, LazyArray):
-            children.append(o.broadcast_to(shape).node())
+            children.append(o.broadcast_node(shape))
         else:
             children.append(Scalar(o, o.dtype if isinstance(o, np.generic) else compute))
     return LazyArray.wrap(Map(name, tuple(children), shape, out, compute))

@@ -77,7 +77,9 @@ class Tape:
     def add(self, node: Node) -> None:
         """Put a new operation node (and the leaves it reads first) on the tape."""
         ep, nodes, items = self.epoch, self.nodes, self.items
-        k = node._key = node.desc()  # a new node: its description was not computed yet
+        k = node._key
+        if k is None:  # a new node's description (``Map`` writes its own, inline: the most common node)
+            k = node._key = node.desc()
         items.append(k)
         for c in node.children:
             if c._te == ep:
@@ -216,9 +218,10 @@ class Map(Node):
 
     def __init__(self, op: str, inputs: tuple[Node, ...], shape: tuple[int, ...], dtype: np.dtype,
                  compute: np.dtype) -> None:
-        self.shape, self.dtype, self.children, self._key = shape, dtype, inputs, None
+        self.shape, self.dtype, self.children = shape, dtype, inputs
         self.op = op
         self.compute = compute
+        self._key = ("map", op, shape, dtype.char, compute.char)  # (``desc()``, inlined)
         TAPE.add(self)
 
     def desc(self) -> tuple:
