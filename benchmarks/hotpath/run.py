@@ -245,7 +245,33 @@ def end_to_end(peers: Peers, sizes: tuple[int, int, int, int], repeats: int) -> 
     res["shallow_water"]["adaptune_jit"] = _jit_shallow_water(side, iters, repeats)
     res["nbody"] = bench_nbody(peers, bodies, max(2, iters // 2), repeats)
     res["nbody"]["adaptune_jit"] = _jit_nbody(bodies, max(2, iters // 2), repeats)
+    res["nbody"]["host_cpu_us_p50"] = nbody_host_cpu(bodies)
     return res
+
+
+def nbody_host_cpu(n: int, steps: int = 300) -> dict[str, float]:
+    """CPU µs of this process per plain n-body step (``time.thread_time_ns``: not the time it waits for the
+    device), recording and flush apart, real launches: beside the kernels' time it says whether the plain
+    step is bound by its host side."""
+    rng = np.random.default_rng(3)
+    st = tuple(anp.asarray(rng.random(n).astype(np.float32)) for _ in range(6))
+    m = anp.asarray(rng.random(n).astype(np.float32))
+    for _ in range(5):
+        st = nbody_step(anp, *st, m)
+        anp.flush()
+    tt = time.thread_time_ns
+    record, flush = [], []
+    for _ in range(steps):
+        t0 = tt()
+        st = nbody_step(anp, *st, m)
+        t1 = tt()
+        anp.flush()
+        t2 = tt()
+        record.append(t1 - t0)
+        flush.append(t2 - t1)
+    adaptune_sync()
+    return {"record": float(np.median(record)) / 1e3, "flush": float(np.median(flush)) / 1e3,
+            "cache_hit": anp.last_flush().cache_hit}
 
 
 def _jit_heat(n: int, iters: int, repeats: int) -> dict[str, Any]:
@@ -349,6 +375,10 @@ def summary(res: dict[str, Any], old: dict[str, Any]) -> str:
     parts = ["End to end, ms per iteration (`kernels_ms`: the plan's kernels replayed alone; `old_*`: the "
              f"committed H100 run {old.get('commit', '?')}, comparable on an H100 only):", "",
              markdown_table(rows)] if rows else []
+    nb_host = res.get("end_to_end", {}).get("nbody", {}).get("host_cpu_us_p50")
+    if nb_host:
+        parts += [f"Plain n-body step, host CPU per step (p50): record {nb_host['record']:.1f} µs, flush "
+                  f"{nb_host['flush']:.1f} µs.", ""]
     ov = res.get("overhead")
     if isinstance(ov, dict) and "flush_host_us_p50" in ov:
         o = old.get("overhead", {})
