@@ -309,44 +309,44 @@ class LazyArray:
             return reduce(ufunc.__name__, inputs[0], kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
         return eager(f"{ufunc.__name__}.{method}", getattr(ufunc, method), *inputs, **kwargs)
 
-    def __add__(self, o): return apply("add", self, o)  # noqa: E704
-    def __radd__(self, o): return apply("add", o, self)  # noqa: E704
-    def __sub__(self, o): return apply("subtract", self, o)  # noqa: E704
-    def __rsub__(self, o): return apply("subtract", o, self)  # noqa: E704
-    def __mul__(self, o): return apply("multiply", self, o)  # noqa: E704
-    def __rmul__(self, o): return apply("multiply", o, self)  # noqa: E704
-    def __truediv__(self, o): return apply("true_divide", self, o)  # noqa: E704
-    def __rtruediv__(self, o): return apply("true_divide", o, self)  # noqa: E704
-    def __floordiv__(self, o): return apply("floor_divide", self, o)  # noqa: E704
-    def __rfloordiv__(self, o): return apply("floor_divide", o, self)  # noqa: E704
-    def __mod__(self, o): return apply("remainder", self, o)  # noqa: E704
-    def __rmod__(self, o): return apply("remainder", o, self)  # noqa: E704
+    def __add__(self, o): return binary("add", self, o)  # noqa: E704
+    def __radd__(self, o): return binary("add", o, self)  # noqa: E704
+    def __sub__(self, o): return binary("subtract", self, o)  # noqa: E704
+    def __rsub__(self, o): return binary("subtract", o, self)  # noqa: E704
+    def __mul__(self, o): return binary("multiply", self, o)  # noqa: E704
+    def __rmul__(self, o): return binary("multiply", o, self)  # noqa: E704
+    def __truediv__(self, o): return binary("true_divide", self, o)  # noqa: E704
+    def __rtruediv__(self, o): return binary("true_divide", o, self)  # noqa: E704
+    def __floordiv__(self, o): return binary("floor_divide", self, o)  # noqa: E704
+    def __rfloordiv__(self, o): return binary("floor_divide", o, self)  # noqa: E704
+    def __mod__(self, o): return binary("remainder", self, o)  # noqa: E704
+    def __rmod__(self, o): return binary("remainder", o, self)  # noqa: E704
     def __divmod__(self, o): return divmod_(self, o)  # noqa: E704
     def __rdivmod__(self, o): return divmod_(o, self)  # noqa: E704
     def __pow__(self, o): return _power(self, o)  # noqa: E704
-    def __rpow__(self, o): return apply("power", o, self)  # noqa: E704
+    def __rpow__(self, o): return binary("power", o, self)  # noqa: E704
     def __neg__(self): return apply("negative", self)  # noqa: E704
     def __pos__(self): return apply("positive", self)  # noqa: E704
     def __abs__(self): return apply("absolute", self)  # noqa: E704
     def __invert__(self): return apply("invert" if self.dtype == np.bool_ else "bitwise_not", self)  # noqa: E704
-    def __and__(self, o): return apply("bitwise_and", self, o)  # noqa: E704
-    def __rand__(self, o): return apply("bitwise_and", o, self)  # noqa: E704
-    def __or__(self, o): return apply("bitwise_or", self, o)  # noqa: E704
-    def __ror__(self, o): return apply("bitwise_or", o, self)  # noqa: E704
-    def __xor__(self, o): return apply("bitwise_xor", self, o)  # noqa: E704
-    def __lt__(self, o): return apply("less", self, o)  # noqa: E704
-    def __le__(self, o): return apply("less_equal", self, o)  # noqa: E704
-    def __gt__(self, o): return apply("greater", self, o)  # noqa: E704
-    def __ge__(self, o): return apply("greater_equal", self, o)  # noqa: E704
-    def __eq__(self, o): return apply("equal", self, o)  # noqa: E704
-    def __ne__(self, o): return apply("not_equal", self, o)  # noqa: E704
+    def __and__(self, o): return binary("bitwise_and", self, o)  # noqa: E704
+    def __rand__(self, o): return binary("bitwise_and", o, self)  # noqa: E704
+    def __or__(self, o): return binary("bitwise_or", self, o)  # noqa: E704
+    def __ror__(self, o): return binary("bitwise_or", o, self)  # noqa: E704
+    def __xor__(self, o): return binary("bitwise_xor", self, o)  # noqa: E704
+    def __lt__(self, o): return binary("less", self, o)  # noqa: E704
+    def __le__(self, o): return binary("less_equal", self, o)  # noqa: E704
+    def __gt__(self, o): return binary("greater", self, o)  # noqa: E704
+    def __ge__(self, o): return binary("greater_equal", self, o)  # noqa: E704
+    def __eq__(self, o): return binary("equal", self, o)  # noqa: E704
+    def __ne__(self, o): return binary("not_equal", self, o)  # noqa: E704
     def __matmul__(self, o): return matmul(self, o)  # noqa: E704
     def __rmatmul__(self, o): return matmul(o, self)  # noqa: E704
 
     __hash__ = None  # type: ignore[assignment]  # mutable, like ndarray
 
     def _inplace(self, name: str, o: Any) -> LazyArray:
-        self[...] = apply(name, self, o)
+        self[...] = binary(name, self, o)
         return self
 
     def __iadd__(self, o): return self._inplace("add", o)  # noqa: E704
@@ -597,27 +597,45 @@ def _resolved(name: str, ops_in: list[Any]) -> tuple[np.dtype, np.dtype, bool]:
     return hit
 
 
+def _expression(node: Node) -> LazyArray:
+    """``LazyArray.wrap`` of a new operation node (recording's hot path: no class-method binding, no check)."""
+    base = Base(node)
+    session().track(base)
+    shape = node.shape
+    strides, region, vdims = _whole(shape)
+    return LazyArray(base, shape, strides, 0, region, vdims, True)
+
+
+def binary(name: str, x: Any, y: Any) -> LazyArray:
+    """``apply(name, x, y)``: the common step, once its types were resolved, without the general path's loops
+    (same key, same nodes); the operators call it directly."""
+    tx, ty = type(x), type(y)
+    if tx is LazyArray and (ty is LazyArray or ty in _PY_SCALARS):
+        hit = _RESOLVED.get((name, x.dtype, y.dtype if ty is LazyArray else ty))
+        if hit is not None and hit[2]:
+            out, compute, _ = hit
+            if ty is not LazyArray:
+                return _expression(Map(name, (x.node(), Scalar(y, compute)), x.shape, out, compute))
+            if x.shape == y.shape:
+                return _expression(Map(name, (x.node(), y.node()), x.shape, out, compute))
+            shape = broadcast_shapes(x.shape, y.shape)  # (NumPy's ValueError on a mismatch)
+            return _expression(Map(name, (x.broadcast_node(shape), y.broadcast_node(shape)), shape, out, compute))
+    elif ty is LazyArray and tx in _PY_SCALARS:
+        hit = _RESOLVED.get((name, tx, y.dtype))
+        if hit is not None and hit[2]:
+            out, compute, _ = hit
+            return _expression(Map(name, (Scalar(x, compute), y.node()), y.shape, out, compute))
+    return _apply(name, (x, y))
+
+
 def apply(name: str, *operands: Any) -> LazyArray:
     """Record ``np.<name>(*operands)`` element-wise (broadcasting, NumPy's dtype rules); eager if unknown."""
-    if len(operands) == 2:  # the common binary step, once its types were resolved: what the general path below
-        x, y = operands  # does for it, without its loops (same key, same nodes)
-        tx, ty = type(x), type(y)
-        if tx is LazyArray and (ty is LazyArray or ty in _PY_SCALARS):
-            hit = _RESOLVED.get((name, x.dtype, y.dtype if ty is LazyArray else ty))
-            if hit is not None and hit[2]:
-                out, compute, _ = hit
-                if ty is not LazyArray:
-                    return LazyArray.wrap(Map(name, (x.node(), Scalar(y, compute)), x.shape, out, compute))
-                if x.shape == y.shape:
-                    return LazyArray.wrap(Map(name, (x.node(), y.node()), x.shape, out, compute))
-                shape = broadcast_shapes(x.shape, y.shape)  # (NumPy's ValueError on a mismatch)
-                return LazyArray.wrap(Map(name, (x.broadcast_node(shape), y.broadcast_node(shape)), shape, out,
-                                          compute))
-        elif ty is LazyArray and tx in _PY_SCALARS:
-            hit = _RESOLVED.get((name, tx, y.dtype))
-            if hit is not None and hit[2]:
-                out, compute, _ = hit
-                return LazyArray.wrap(Map(name, (Scalar(x, compute), y.node()), y.shape, out, compute))
+    if len(operands) == 2:
+        return binary(name, *operands)
+    return _apply(name, operands)
+
+
+def _apply(name: str, operands: tuple[Any, ...]) -> LazyArray:
     if name not in ops.UFUNCS:
         return eager(name, getattr(np, name), *operands)
     ops_in = [o if type(o) in _PLAIN else _operand(o) for o in operands]
