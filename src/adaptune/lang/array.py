@@ -69,10 +69,6 @@ class LazyArray:
         strides, region, vdims = _whole(shape)
         return cls(base, shape, strides, 0, region, vdims, True)
 
-    @property
-    def is_whole(self) -> bool:
-        return self.whole
-
     def node(self) -> Node:
         """The IR node of this view's current value."""
         if self.whole:
@@ -117,7 +113,7 @@ class LazyArray:
         bnode = self.base.node
         assert isinstance(bnode, Buffer)
         rt = sess.runtime
-        if self.is_whole:
+        if self.whole:
             return rt.download(bnode.data, self.shape, self.dtype)
         full = rt.download(bnode.data, (bnode.size,), self.dtype)
         item = full.dtype.itemsize
