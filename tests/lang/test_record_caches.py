@@ -1,6 +1,9 @@
-"""Recording looks NumPy's type rules and scalar constants up in caches (``array._resolved``, ``ir.Scalar``):
-a cached answer must never stand in for a different one. Zeros of either sign, NaN, equal values of other
-Python types and the same constant in other dtypes each give NumPy's result (real PoCL kernels)."""
+"""Recording looks up in caches what does not change from one step to the next: NumPy's type rules and scalar
+constants (``array._resolved``, ``ir.Scalar``), basic indices per view (``array._basic_index``), broadcast
+strides, reduction dtypes and axes, and whether a view is its whole base. A cached answer must never stand in
+for a different one: zeros of either sign, NaN, equal values of other Python types, the same constant in other
+dtypes, the same index on other views, look-alike indices and errors each give NumPy's result (real PoCL
+kernels)."""
 
 from __future__ import annotations
 
