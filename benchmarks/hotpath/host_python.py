@@ -24,8 +24,7 @@ import numpy as np
 import adaptune.numpy as anp
 from adaptune.lang import session as lang_session
 from adaptune.lang.runtime import Runtime
-from benchmarks.hotpath.run import flush_phases
-from benchmarks.lang.run import nbody_step
+from benchmarks.hotpath.run import flush_phases, nbody_host_cpu
 
 
 def _noop(grid: Any, block: Any, args: Any) -> None:
@@ -84,34 +83,14 @@ def measure(calls: int, batches: int) -> dict[str, float]:
 
 def measure_nbody(calls: int, batches: int, n: int = 256) -> dict[str, float]:
     """CPU µs per recorded n-body step (51 nodes, the lang study's ``nbody_step``) and per flush of it, the
-    launches stubbed as above: where a GPU host's time goes when the step is bound by its Python."""
+    launches stubbed as above (``run.nbody_host_cpu``): where a GPU host's time goes when the step is bound by
+    its Python."""
     lang_session.use_runtime(Runtime("opencl"))
     sess = lang_session.session()
-    rng = np.random.default_rng(3)
-    state = tuple(anp.asarray(rng.random(n).astype(np.float32)) for _ in range(6))
-    m = anp.asarray(rng.random(n).astype(np.float32))
-    for _ in range(5):
-        state = nbody_step(anp, *state, m)
-        anp.flush()
-    stub_launches(sess)
-    tt = time.thread_time_ns
-    best: dict[str, float] = {}
-    for _ in range(batches):
-        parts: dict[str, list[int]] = {"record": [], "flush": []}
-        for _ in range(calls):
-            t0 = tt()
-            state = nbody_step(anp, *state, m)
-            t1 = tt()
-            anp.flush()
-            t2 = tt()
-            parts["record"].append(t1 - t0)
-            parts["flush"].append(t2 - t1)
-        for k, v in parts.items():
-            best[k] = min(best.get(k, np.inf), float(np.median(v)) / 1e3)
-    if not anp.last_flush().cache_hit:
+    r = nbody_host_cpu(n, calls, batches, prepare=lambda: stub_launches(sess))
+    if not r.pop("cache_hit"):
         raise RuntimeError("the n-body step did not hit the plan cache")
-    best["nodes"] = anp.last_flush().nodes
-    return best
+    return r
 
 
 def main(argv: list[str] | None = None) -> int:
