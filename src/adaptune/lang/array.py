@@ -62,12 +62,10 @@ class LazyArray:
 
     @classmethod
     def wrap(cls, node: Node) -> LazyArray:
-        base = Base(node)
         if node.children:  # an expression (buffers and scalars have no children): computed at the next flush
-            session().track(base)
-        shape = node.shape
-        strides, region, vdims = _whole(shape)
-        return cls(base, shape, strides, 0, region, vdims, True)
+            return _expression(node)
+        strides, region, vdims = _whole(node.shape)
+        return cls(Base(node), node.shape, strides, 0, region, vdims, True)
 
     def node(self) -> Node:
         """The IR node of this view's current value."""
@@ -594,7 +592,8 @@ def _resolved(name: str, ops_in: list[Any]) -> tuple[np.dtype, np.dtype, bool]:
 
 
 def _expression(node: Node) -> LazyArray:
-    """``LazyArray.wrap`` of a new operation node (recording's hot path: no class-method binding, no check)."""
+    """A new array over a new operation node, tracked for the next flush (``LazyArray.wrap``'s expression case;
+    recording's hot path calls it directly: no class-method binding, no check)."""
     base = Base(node)
     session().track(base)
     shape = node.shape
