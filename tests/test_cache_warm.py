@@ -38,11 +38,15 @@ __kernel void scale(__global float *out, __global const float *a, int n) {
     if (HANG_IN_ONE_GROUP && get_num_groups(0) == 1) {  // only a single work-group's launch: the warming one
         while (out[0] != -1.0f) { out[1] += 1.0f; }
     }
+    if (CRASH_IN_ONE_GROUP && get_num_groups(0) == 1 && get_local_size(0) == 64) {  // far outside any mapping
+        out[((long)n << 28) + i] = 1.0f;
+    }
     for (int k = 0; k < 64; k++) {  // some work for the compiler: a loop it unrolls per block size
         if (i < n) out[i] = a[i] * 3.0f + (float)(k & 1);
     }
 }
-'''.replace("HANG_IN_ONE_GROUP", sys.argv[1])
+'''.replace("HANG_IN_ONE_GROUP", str(int(sys.argv[1] == "hang"))).replace(
+    "CRASH_IN_ONE_GROUP", str(int(sys.argv[1] == "crash")))
 n = 1 << 16
 a = np.random.default_rng(0).random(n, dtype=np.float32)
 spec = KernelSpec(source, "scale", [np.zeros(n, np.float32), a, np.int32(n)], problem_size=n,
@@ -54,12 +58,12 @@ print(json.dumps({"stats": report.worker_stats, "failed": report.failed, "evalua
 """
 
 
-def _tune(tmp_path: Path, hang: bool, timeout_s: float, cache: str = "1") -> dict:
+def _tune(tmp_path: Path, fault: str, timeout_s: float, cache: str = "1") -> dict:
     tmp_path.mkdir(exist_ok=True)
     env = {**os.environ, "POCL_CACHE_DIR": str(tmp_path / "pocl"), "POCL_KERNEL_CACHE": cache,
            "PYOPENCL_NO_CACHE": "1", "ADAPTUNE_COMPILE_PROCESSES": "2",
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, "1" if hang else "0", str(timeout_s),
+    out = subprocess.run([sys.executable, "-c", SCRIPT, fault, str(timeout_s),
                           str(tmp_path / "t.db")], capture_output=True, text=True, env=env, timeout=400)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -71,23 +75,34 @@ def _warmed_block_sizes(cache: Path) -> set[int]:
 
 
 def test_warming_processes_fill_pocls_cache_and_the_worker_builds_from_it(tmp_path):
-    data = _tune(tmp_path, hang=False, timeout_s=180)
+    data = _tune(tmp_path, "none", timeout_s=180)
     stats = data["stats"]
     assert data["evaluated"] == len(BLOCKS) and data["failed"] == 0  # every result checked against the answer
     assert stats["warming_processes"] == 2 and stats["warmed"] == len(BLOCKS) and not stats["warming_given_up"]
     assert _warmed_block_sizes(tmp_path / "pocl") == set(BLOCKS)
     # the worker's builds found the program in the cache: far below a build of it (hundreds of ms on PoCL)
-    cold = _tune(tmp_path / "cold", hang=False, timeout_s=180, cache="0")
+    cold = _tune(tmp_path / "cold", "none", timeout_s=180, cache="0")
     assert "warming_processes" not in cold["stats"]  # PoCL's cache off: nothing to fill, no warming
     assert max(data["compile_ms"]) < min(cold["compile_ms"]) / 2, (data["compile_ms"], cold["compile_ms"])
 
 
 def test_a_burst_that_does_not_end_gives_the_warming_up_and_loses_no_result(tmp_path):
     """The kernel spins forever when launched as one work-group (the warming launch) and works otherwise."""
-    data = _tune(tmp_path, hang=True, timeout_s=3)
+    data = _tune(tmp_path, "hang", timeout_s=3)
     stats = data["stats"]
     assert stats["warming_given_up"] and stats["warmed"] == 0
     assert data["evaluated"] == len(BLOCKS) and data["failed"] == 0  # the worker measured every one itself
+
+
+def test_a_warming_process_that_crashes_ends_its_burst_and_the_next_runs_in_fresh_processes(tmp_path):
+    """Block size 64 kills its warming process (a wild write in the one-work-group launch alone). The burst is
+    not waited for until the timeout (600 s, past the 400 s this test gives the run): it ends when the process is gone, the
+    worker measures what was left, and the pool is started again."""
+    data = _tune(tmp_path, "crash", timeout_s=600)
+    stats = data["stats"]
+    assert stats["warm_crashes"] == 1 and not stats["warming_given_up"]
+    assert stats["warmed"] + stats["warm_failed"] == len(BLOCKS) and stats["warm_failed"] >= 1
+    assert data["evaluated"] == len(BLOCKS) and data["failed"] == 0  # the worker's launches of 64 are fine
 
 
 def test_warming_is_only_for_opencl_cpu_devices_with_pocls_cache_on(monkeypatch):

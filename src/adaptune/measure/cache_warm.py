@@ -19,8 +19,12 @@ thread each, not one per core) and launches each configuration's kernel once, a 
 arguments (wrapped, not copied: ``CL_MEM_USE_HOST_PTR`` on the arrays it inherited through ``fork``; what the
 kernel writes stays in that process). Never fatal: a configuration that fails to build or launch there is
 simply measured by the worker as before (which reports the error), and a burst that does not end within
-:data:`BURST_TIMEOUT_S` (a kernel that hangs, a process that died) stops the processes and the warming for
-the rest of the run.
+:data:`BURST_TIMEOUT_S` (a kernel that hangs) stops the processes and the warming for the rest of the run. A
+warming process that dies (a configuration whose launch crashes PoCL: Kernel Tuner's ``matmul.py`` has one) ends
+its burst at once: ``multiprocessing.Pool`` replaces the process but never finishes the task it held, so waiting
+for it would cost the whole timeout (180 s of a 64-core host's run before this was watched for). The burst's
+unfinished configurations are left to the worker, and later bursts run in fresh processes, up to
+:data:`MAX_CRASHES` times.
 """
 
 from __future__ import annotations
@@ -51,6 +55,10 @@ MIN_CORES = 4
 BURST_PER_PROCESS = 2
 #: seconds a burst may take before the warming is given up (a kernel that hangs, a process that died)
 BURST_TIMEOUT_S = 180.0
+#: warming processes that may die (their burst ended, the pool started afresh) before the warming is given up
+MAX_CRASHES = 3
+#: seconds between looks at the processes while a burst runs
+POLL_S = 0.2
 
 _STATE: dict[str, Any] = {}  # in a warming process: spec, device, then its backend and arguments (via fork)
 
@@ -120,10 +128,21 @@ class KernelCacheWarmer:
         self.warmed = 0  #: configurations built and launched in the warming processes
         self.failed = 0  #: configurations that did not build or launch there (the worker reports why)
         self.waited_s = 0.0  #: time spent waiting for bursts (the worker idle)
+        self.crashes = 0  #: warming processes that died during a burst
         self._queued: dict[str, dict[str, Any]] = {}  # asked ahead, not yet warmed, in asking order
         self._done: set[str] = set()
-        fork = multiprocessing.get_context("fork")
-        self._pool: Any = fork.Pool(processes, initializer=_init, initargs=(spec, device, device_name))
+        self._start = (spec, device, device_name)
+        self._pool, self._pids = self._new_pool()
+
+    def _new_pool(self) -> tuple[Any, set[int]]:
+        """The warming processes and their pids (``Pool`` starts them before it returns)."""
+        before = {p.pid for p in multiprocessing.active_children()}
+        pool = multiprocessing.get_context("fork").Pool(self.processes, initializer=_init, initargs=self._start)
+        return pool, {p.pid for p in multiprocessing.active_children()} - before
+
+    def _one_died(self) -> bool:
+        """Whether a warming process is gone (``active_children`` reaps it; the pool's replacement is new)."""
+        return not self._pids <= {p.pid for p in multiprocessing.active_children()}
 
     @classmethod
     def for_device(cls, spec: Any, info: DeviceInfo, device: Any = None) -> KernelCacheWarmer | None:
@@ -163,14 +182,27 @@ class KernelCacheWarmer:
         t0 = time.perf_counter()
         results = [self._pool.apply_async(_warm, (c,)) for c in burst.values()]
         deadline = t0 + BURST_TIMEOUT_S
-        try:
-            for result in results:
-                ok = result.get(timeout=max(0.0, deadline - time.perf_counter()))
-                self.warmed += ok
-                self.failed += not ok
-        except multiprocessing.TimeoutError:
-            self.usable = False
-            self._pool.terminate()
+        pending = results
+        while pending:
+            pending[0].wait(POLL_S)
+            pending = [r for r in pending if not r.ready()]
+            if not pending:
+                break
+            if self._one_died():  # its task will never finish: the rest of this burst is the worker's
+                self.crashes += 1
+                self._pool.terminate()
+                if self.crashes >= MAX_CRASHES:
+                    self.usable = False
+                else:
+                    self._pool, self._pids = self._new_pool()
+                break
+            if time.perf_counter() > deadline:
+                self.usable = False
+                self._pool.terminate()
+                break
+        warmed = sum(r.get() for r in results if r.ready())  # ``_warm`` never raises
+        self.warmed += warmed
+        self.failed += len(results) - warmed
         self.waited_s += time.perf_counter() - t0
 
     def close(self) -> None:
@@ -180,5 +212,6 @@ class KernelCacheWarmer:
 
     def stats(self) -> dict[str, Any]:
         return {"warming_processes": self.processes, "warmed": self.warmed, "warm_failed": self.failed,
-                "warm_waited_ms": round(self.waited_s * 1e3), "warming_given_up": not self.usable}
+                "warm_waited_ms": round(self.waited_s * 1e3), "warm_crashes": self.crashes,
+                "warming_given_up": not self.usable}
 
