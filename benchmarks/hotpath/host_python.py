@@ -16,6 +16,9 @@ stubbed plan: run from a tree's root with ``PYTHONPATH=src:.`` it times that tre
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import time
 from typing import Any
 
@@ -93,13 +96,32 @@ def measure_nbody(calls: int, batches: int, n: int = 256) -> dict[str, float]:
     return r
 
 
+def profile_nbody(steps: int, device: str, top: int = 30, n: int = 256) -> str:
+    """cProfile over ``steps`` plain n-body steps (record and flush) with the real launches on ``device``: the
+    functions that hold a GPU host's time, by their own time (the profiler's cost inflates every call, so
+    this ranks, it does not time)."""
+    lang_session.use_runtime(Runtime(device))
+    nbody_host_cpu(n, 20)  # compiled, cached and warm
+    prof = cProfile.Profile()
+    prof.runcall(nbody_host_cpu, n, steps)
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", type=int, default=3000)
     ap.add_argument("--batches", type=int, default=7)
     ap.add_argument("--phases", action="store_true", help="also the flush phase by phase (wall clock, p50)")
     ap.add_argument("--nbody", action="store_true", help="the n-body step instead of the 2-op update")
+    ap.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                    help="cProfile this many n-body steps with real launches on --device instead")
+    ap.add_argument("--device", choices=("cuda", "opencl"), default="opencl", help="for --profile")
     args = ap.parse_args(argv)
+    if args.profile:
+        print(profile_nbody(args.profile, args.device))
+        return 0
     if args.nbody:
         r = measure_nbody(max(1, args.calls // 10), args.batches)
         print("CPU us per n-body step: " + "  ".join(f"{k} {v:.1f}" for k, v in r.items()))
