@@ -51,20 +51,20 @@ n = 1 << 16
 a = np.random.default_rng(0).random(n, dtype=np.float32)
 spec = KernelSpec(source, "scale", [np.zeros(n, np.float32), a, np.int32(n)], problem_size=n,
                   answer=[a * 3.0 + 1.0, None, None], atol=1e-5)
-problem = Problem("warm_test", spec, Space({"block_size_x": [16, 32, 64, 128]}))
+problem = Problem("warm_test", spec, Space({"block_size_x": json.loads(sys.argv[4])}))
 report = tune(problem, "brute_force", repeats=2, db=sys.argv[3], progress=False, backend="opencl")
 print(json.dumps({"stats": report.worker_stats, "failed": report.failed, "evaluated": report.evaluated,
                   "compile_ms": [r.compile_ms for r in report.results]}))
 """
 
 
-def _tune(tmp_path: Path, fault: str, timeout_s: float, cache: str = "1") -> dict:
+def _tune(tmp_path: Path, fault: str, timeout_s: float, cache: str = "1", blocks: tuple[int, ...] = BLOCKS) -> dict:
     tmp_path.mkdir(exist_ok=True)
     env = {**os.environ, "POCL_CACHE_DIR": str(tmp_path / "pocl"), "POCL_KERNEL_CACHE": cache,
            "PYOPENCL_NO_CACHE": "1", "ADAPTUNE_COMPILE_PROCESSES": "2",
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
     out = subprocess.run([sys.executable, "-c", SCRIPT, fault, str(timeout_s),
-                          str(tmp_path / "t.db")], capture_output=True, text=True, env=env, timeout=400)
+                          str(tmp_path / "t.db"), json.dumps(blocks)], capture_output=True, text=True, env=env, timeout=400)
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -95,14 +95,17 @@ def test_a_burst_that_does_not_end_gives_the_warming_up_and_loses_no_result(tmp_
 
 
 def test_a_warming_process_that_crashes_ends_its_burst_and_the_next_runs_in_fresh_processes(tmp_path):
-    """Block size 64 kills its warming process (a wild write in the one-work-group launch alone). The burst is
-    not waited for until the timeout (600 s, past the 400 s this test gives the run): it ends when the process is gone, the
-    worker measures what was left, and the pool is started again."""
-    data = _tune(tmp_path, "crash", timeout_s=600)
+    """Block size 64 kills its warming process (a wild write in the one-work-group launch alone). Its burst is
+    not waited for until the timeout (600 s, past the 400 s this test gives the run): it ends when the process
+    is gone, the worker measures what was left, and the next burst (two processes warm four configurations a
+    burst, eight here) runs in a fresh pool."""
+    blocks = (64, 16, 32, 128, 8, 256, 4, 2)
+    data = _tune(tmp_path, "crash", timeout_s=600, blocks=blocks)
     stats = data["stats"]
     assert stats["warm_crashes"] == 1 and not stats["warming_given_up"]
-    assert stats["warmed"] + stats["warm_failed"] == len(BLOCKS) and stats["warm_failed"] >= 1
-    assert data["evaluated"] == len(BLOCKS) and data["failed"] == 0  # the worker's launches of 64 are fine
+    assert stats["warmed"] + stats["warm_failed"] == len(blocks) and stats["warm_failed"] >= 1
+    assert stats["warmed"] >= 4  # the second burst, all of it, in the new processes
+    assert data["evaluated"] == len(blocks) and data["failed"] == 0  # the worker's launches of 64 are fine
 
 
 def test_warming_is_only_for_opencl_cpu_devices_with_pocls_cache_on(monkeypatch):

@@ -53,7 +53,7 @@ MAX_PROCESSES = 32
 MIN_CORES = 4
 #: configurations per process in one burst: the slowest compile of a burst holds the others up
 BURST_PER_PROCESS = 2
-#: seconds a burst may take before the warming is given up (a kernel that hangs, a process that died)
+#: seconds a burst may take before the warming is given up (a kernel that hangs)
 BURST_TIMEOUT_S = 180.0
 #: warming processes that may die (their burst ended, the pool started afresh) before the warming is given up
 MAX_CRASHES = 3
