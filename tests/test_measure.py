@@ -152,6 +152,42 @@ def test_settling_runs_the_kernel_until_its_speed_is_steady_before_timing_it():
     assert 6 <= stats["settle_runs"] <= 20
 
 
+SPIN_SOURCE = """
+__kernel void spin(__global uint *out, const uint iters) {  /* a serial LCG chain: its length is its run time */
+    uint h = 12345u;
+    for (uint k = 0; k < iters; k++) h = h * 1664525u + 1013904223u;
+    out[0] = h;
+}
+"""
+
+
+def _lcg(n: int, h: int = 12345, a: int = 1664525, c: int = 1013904223) -> int:
+    """``n`` steps of the kernel's LCG at once (affine maps composed by squaring)."""
+    m, mul, add = 1 << 32, 1, 0
+    while n:
+        if n & 1:
+            mul, add = mul * a % m, (add * a + c) % m
+        a, c, n = a * a % m, (c * a + c) % m, n >> 1
+    return (mul * h + add) % m
+
+
+def test_a_long_warm_up_after_the_verification_is_kept_as_the_first_sample():
+    """A kernel of about 0.4 s (300 M dependent steps on one work-item): its warm-up, after the verification
+    launch paid the work-group compile, is a whole run, kept as the first of the two samples; a short kernel's
+    warm-up is thrown away as before."""
+    runs = {}
+    for iters in (1_000, 300_000_000):
+        spec = KernelSpec(SPIN_SOURCE, "spin", [np.zeros(1, np.uint32), np.uint32(iters)], problem_size=1,
+                          answer=[np.array([_lcg(iters)], np.uint32), None])
+        with Measurer(spec, "opencl", MeasureSettings(repeats=2)) as m:
+            runs[iters] = (m.measure({"block_size_x": 1}), m.stats())
+    short, short_stats = runs[1_000]
+    long, long_stats = runs[300_000_000]
+    assert short.ok and long.ok, (short.error, long.error)  # the answer checks that every step ran
+    assert short_stats["kept_warmups"] == 0 and len(short.samples) == 2
+    assert long_stats["kept_warmups"] == 1 and len(long.samples) == 2
+
+
 def test_prefetch_compiles_ahead_in_the_pool():
     configs = [cfg(block=b) for b in (16, 32, 64)]
     with Measurer(modes_spec(), "opencl", MeasureSettings(repeats=1, warmup=0)) as m:

@@ -8,7 +8,10 @@ this checkout. Per round, each tree in a fresh process (order alternating): Kern
 a worker is ready (``spare_worker`` + ``Measurer``, as ``tune_kernel`` starts it) for that kernel,
 each part a second after the last (whose worker exits in the background), for the same
 kernel with a generated source held by a function of ``adaptune.integrations`` (what ``tune_kernel`` sends for
-a jinja2 template), and, where the tree has it, with ``GeneratedSources``. Writes ``fixed_cost.{json,md}``.
+a jinja2 template), and, where the tree has it, with ``GeneratedSources``. With ``--long ITERS``, also
+``tune_kernel`` over 8 configurations of a kernel that runs a serial chain of ITERS steps (150 M: about 0.15 s a
+run on PoCL), 7 iterations each: the per-configuration cost of kernels that run long (a warm-up run is a whole
+run there). Writes ``fixed_cost.{json,md}``.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 import adaptune.integrations.kernel_tuner as kt
 from adaptune.measure import KernelSpec, MeasureSettings, Measurer
 from adaptune.measure.process import spare_worker
-backend, size = sys.argv[1], int(sys.argv[2])
+backend, size, long_iters = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 source = {"cuda": """__global__ void vector_add(float *c, float *a, float *b, int n) {
     int i = blockIdx.x * block_size_x + threadIdx.x;
     if (i < n) { c[i] = a[i] + b[i]; }
@@ -66,17 +69,39 @@ for name, src in sources.items():
     with spare_worker(backend, device), Measurer(KernelSpec(src, "vector_add", args, problem_size=size), backend,
                                                  MeasureSettings(repeats=1, warmup=0), device):
         out[name] = time.perf_counter() - start
+if long_iters:  # a serial LCG chain on each work-item: its length is its run time
+    spin = {"cuda": """__global__ void spin(unsigned int *out, unsigned int iters) {
+    unsigned int h = 12345u + (blockIdx.x * block_size_x + threadIdx.x) * unroll_hint;
+    for (unsigned int k = 0; k < iters; k++) h = h * 1664525u + 1013904223u;
+    if (blockIdx.x * block_size_x + threadIdx.x == 0) out[0] = h;
+}""", "opencl": """__kernel void spin(__global uint *out, const uint iters) {
+    uint h = 12345u + get_global_id(0) * unroll_hint;
+    for (uint k = 0; k < iters; k++) h = h * 1664525u + 1013904223u;
+    if (get_global_id(0) == 0) out[0] = h;
+}"""}[backend]
+    m, mul, add, a_, c_, n = 1 << 32, 1, 0, 1664525, 1013904223, long_iters  # the chain's end, composed by squaring
+    while n:
+        if n & 1:
+            mul, add = mul * a_ % m, (add * a_ + c_) % m
+        a_, c_, n = a_ * a_ % m, (c_ * a_ + c_) % m, n >> 1
+    answer = [np.array([(mul * 12345 + add) % m], np.uint32), None]
+    time.sleep(1.0)
+    start = time.perf_counter()
+    kt.tune_kernel("spin", spin, 1, [np.zeros(1, np.uint32), np.uint32(long_iters)],
+                   {"block_size_x": [1, 2], "unroll_hint": [0, 1, 2, 3]}, lang=backend.upper(), answer=answer,
+                   quiet=True)
+    out["tune_kernel_long"] = time.perf_counter() - start
 print(json.dumps(out))
 '''
 
 
-def child(tree: Path, backend: str, size: int, work: Path) -> dict[str, float]:
+def child(tree: Path, backend: str, size: int, work: Path, long_iters: int = 0) -> dict[str, float]:
     tree = tree.resolve()  # the child runs in ``work``
     rest = os.environ.get("PYTHONPATH", "")  # after the tree: the wheels a device machine carries
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "src"), str(tree), *([rest] if rest else [])]),
            "ADAPTUNE_DB": str(work / "adaptune.db"), "POCL_KERNEL_CACHE": "0", "PYOPENCL_NO_CACHE": "1",
            "CUPY_CACHE_DIR": str(work / "cupy_cache")}
-    proc = subprocess.run([python_executable(), "-c", CHILD, backend, str(size)], capture_output=True, text=True,
+    proc = subprocess.run([python_executable(), "-c", CHILD, backend, str(size), str(long_iters)], capture_output=True, text=True,
                           env=env, cwd=work, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{tree}: {proc.stderr.strip().splitlines()[-1:]}")
@@ -90,6 +115,7 @@ def main() -> None:
     ap.add_argument("--backend", choices=["cuda", "opencl"], default="opencl")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--size", type=int, default=10_000_000)
+    ap.add_argument("--long", type=int, default=0, metavar="ITERS", help="also tune a kernel of ITERS serial steps")
     args = ap.parse_args()
     trees = {"before": args.before, "after": args.after}
     samples: dict[str, list[dict[str, float]]] = {k: [] for k in trees}
@@ -97,7 +123,7 @@ def main() -> None:
     for r in range(args.rounds):
         for label in list(trees) if r % 2 == 0 else list(trees)[::-1]:
             with tempfile.TemporaryDirectory(prefix="fixed_cost_") as tmp:
-                samples[label].append(child(trees[label], args.backend, args.size, Path(tmp)))
+                samples[label].append(child(trees[label], args.backend, args.size, Path(tmp), args.long))
             loads.append(os.getloadavg()[0])
             print(f"round {r} {label}: {samples[label][-1]}", file=sys.stderr, flush=True)
         write(args, trees, samples, loads)  # after every round: a call stopped from outside keeps what it did

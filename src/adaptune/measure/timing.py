@@ -61,14 +61,14 @@ def settle(run_once: Callable[[], float]) -> int:
 
 def collect(run_once: Callable[[], float], repeats: int | str, *, min_repeats: int = 5,
             max_repeats: int = 100, max_seconds: float = 2.0, rel_ci: float = 0.02,
-            give_up: Callable[[float], bool] | None = None) -> list[float]:
+            give_up: Callable[[float], bool] | None = None, first: float | None = None) -> list[float]:
     """Call ``run_once`` (returns one sample in ms) ``repeats`` times, or adaptively for "auto".
 
     ``give_up(sample)`` true for the first two samples stops there (racing against the incumbent): one run far
     behind may be a hiccup of a shared host (PoCL on two shared cores: single runs spike by 50 % and more), so a
-    second run must agree.
+    second run must agree. ``first``: a sample already taken, counted as the first.
     """
-    samples: list[float] = [run_once()]
+    samples: list[float] = [first if first is not None else run_once()]
     if give_up is not None and give_up(samples[0]) and repeats != 1:
         samples.append(run_once())
         if give_up(samples[-1]):
