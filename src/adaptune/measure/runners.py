@@ -335,15 +335,15 @@ class KernelRunner:
             if problem:
                 return Result.failure(config, Status.WRONG_RESULT, problem, compile_ms=compile_ms, verify_ms=verify_ms)
         t0 = time.perf_counter()
-        first = None
-        for i in range(settings.warmup):
-            if i == 0 and verify_ms and not settings.settle and not self.observers:
-                ms = self._timed(kernel, geo)  # after the verification launch: warm, and perhaps long enough to keep
-                if ms >= KEEP_WARMUP_MS:
-                    first = ms
-                    self.counters["kept_warmups"] += 1
-            else:
-                self._run(kernel, geo)
+        first, warmups = None, settings.warmup
+        if warmups and verify_ms and not settings.settle and not self.observers:
+            warmups -= 1
+            ms = self._timed(kernel, geo)  # after the verification launch: warm, and perhaps long enough to keep
+            if ms >= KEEP_WARMUP_MS:
+                first = ms
+                self.counters["kept_warmups"] += 1
+        for _ in range(warmups):
+            self._run(kernel, geo)
         be.synchronize()
         if settings.settle:
             self.counters["settle_runs"] += settle(lambda: self._timed(kernel, geo))
