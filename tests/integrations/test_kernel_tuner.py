@@ -298,3 +298,16 @@ def test_blocks_over_the_devices_work_group_limit_are_not_in_the_results_or_the_
     assert "time" in results[0]
     cached = json.loads(Path("limit.json").read_text())["cache"]
     assert sorted(cached) == ["4096", "64"]
+
+
+def test_a_scalar_argument_that_changes_is_a_new_input_not_a_resume(kt_env, vector_args):
+    """Kernel Tuner's ``reduction.py`` tunes one kernel eleven times, changing only the scalar ``n``: each call
+    must measure its own work, never reuse what an earlier ``n`` stored."""
+    size, args, _ = vector_args
+    space = {"block_size_x": [32, 64, 128]}
+    _, first = tune_kernel("vector_add", VECTOR_ADD, size, args, space, quiet=True, iterations=1)
+    _, other_n = tune_kernel("vector_add", VECTOR_ADD, size, [*args[:3], np.int32(10)], space, quiet=True,
+                             iterations=1)
+    _, same_n = tune_kernel("vector_add", VECTOR_ADD, size, [*args[:3], np.int32(10)], space, quiet=True,
+                            iterations=1)
+    assert (first["reused"], other_n["reused"], same_n["reused"]) == (0, 0, 3)

@@ -12,9 +12,9 @@ refused with an error that names it. Differences that remain: ``time`` is the me
 Tuner's is their mean); results are printed after the run rather than
 during it; ``defines`` adds to the tunable-parameter defines instead of replacing them; adaptune races
 configurations (one whose first timed run is ``discard_factor`` times slower than the best so far gets no
-more repeats, so its ``times`` is shorter); a rerun of the same kernel, argument shapes and space reuses the
-stored results (that is how a killed run resumes: point :data:`settings` ``.db`` or ``$ADAPTUNE_DB`` elsewhere
-to measure afresh). :data:`settings` holds what Kernel Tuner has no parameter for.
+more repeats, so its ``times`` is shorter); a rerun of the same kernel, argument shapes, scalar arguments and
+space reuses the stored results (that is how a killed run resumes: point :data:`settings` ``.db`` or
+``$ADAPTUNE_DB`` elsewhere to measure afresh). :data:`settings` holds what Kernel Tuner has no parameter for.
 """
 
 from __future__ import annotations

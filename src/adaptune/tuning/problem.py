@@ -36,7 +36,10 @@ class Problem:
         return self.space.to_dict()
 
     def source_hash(self) -> str:
-        """Identity of what is tuned: source text, kernel name, argument shapes/dtypes, problem size and space."""
+        """Identity of what is tuned: source text, kernel name, argument shapes/dtypes, scalar arguments' values,
+        problem size and space. A scalar such as ``n`` changes the work (Kernel Tuner's ``reduction.py`` tunes one
+        kernel for eleven values of it), so results stored for one value are never reused for another; array
+        contents are not hashed (too costly for large inputs) -- name the input to tell them apart."""
         h = hashlib.sha256()
         spec = self.spec
         if isinstance(spec, KernelSpec):
@@ -55,7 +58,8 @@ class Problem:
                     h.update(arg.describe().encode())
                     continue
                 a = np.asarray(arg)
-                h.update(f"{a.dtype.str}{a.shape}".encode())
+                value = a.item() if a.ndim == 0 and a.dtype.kind in "biufc" else ""  # numbers only: stable text
+                h.update(f"{a.dtype.str}{a.shape}{value}".encode())
         else:
             h.update(_code_identity(spec.fn))
         h.update(json.dumps(self.space_description(), sort_keys=True, default=str).encode())
