@@ -41,7 +41,7 @@ PyScalar = (bool, int, float)
 class LazyArray:
     """A lazily evaluated n-dimensional array on the device (see the module docstring)."""
 
-    __slots__ = ("base", "shape", "strides", "offset", "region", "vdims", "whole", "__weakref__")
+    __slots__ = ("base", "shape", "dtype", "strides", "offset", "region", "vdims", "whole", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, base: Base, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
@@ -49,6 +49,7 @@ class LazyArray:
                  whole: bool | None = None) -> None:
         self.base = base
         self.shape = shape
+        self.dtype: np.dtype = base.node.dtype  # a base's dtype never changes: read on every recorded operation
         self.strides = strides
         self.offset = offset
         self.region = region
@@ -74,10 +75,6 @@ class LazyArray:
         return View(self.base.node, self.shape, self.strides, self.offset)
 
     # ------------------------------------------------------------------------ NumPy attributes
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.base.node.dtype
 
     @property
     def ndim(self) -> int:
@@ -609,17 +606,20 @@ def binary(name: str, x: Any, y: Any) -> LazyArray:
         hit = _RESOLVED.get((name, x.dtype, y.dtype if ty is LazyArray else ty))
         if hit is not None and hit[2]:
             out, compute, _ = hit
-            if ty is not LazyArray:
-                return _expression(Map(name, (x.node(), Scalar(y, compute)), x.shape, out, compute))
+            if ty is not LazyArray:  # (``node()`` inlined for the common whole array)
+                return _expression(Map(name, (x.base.node if x.whole else x.node(), Scalar(y, compute)), x.shape,
+                                       out, compute))
             if x.shape == y.shape:
-                return _expression(Map(name, (x.node(), y.node()), x.shape, out, compute))
+                return _expression(Map(name, (x.base.node if x.whole else x.node(),
+                                              y.base.node if y.whole else y.node()), x.shape, out, compute))
             shape = broadcast_shapes(x.shape, y.shape)  # (NumPy's ValueError on a mismatch)
             return _expression(Map(name, (x.broadcast_node(shape), y.broadcast_node(shape)), shape, out, compute))
     elif ty is LazyArray and tx in _PY_SCALARS:
         hit = _RESOLVED.get((name, tx, y.dtype))
         if hit is not None and hit[2]:
             out, compute, _ = hit
-            return _expression(Map(name, (Scalar(x, compute), y.node()), y.shape, out, compute))
+            return _expression(Map(name, (Scalar(x, compute), y.base.node if y.whole else y.node()), y.shape, out,
+                                   compute))
     return _apply(name, (x, y))
 
 

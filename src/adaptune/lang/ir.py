@@ -141,8 +141,9 @@ class Buffer(Node):
     __slots__ = ("data", "owned", "arg")
 
     def __init__(self, data: Any, shape: tuple[int, ...], dtype: np.dtype, owned: bool = False) -> None:
-        self.shape, self.dtype, self.children, self._key = shape, dtype, (), None  # (Node.__init__, inlined:
-        # nodes are built on every recorded operation and every flush)
+        self.shape, self.dtype, self.children = shape, dtype, ()  # (Node.__init__, inlined: nodes are built on
+        # every recorded operation and every flush)
+        self._key = ("buf", dtype.char, shape, owned)  # (``desc()``, inlined: a flush's results are read next)
         self._te = -1
         self.data = self.arg = data  # ``arg``: what a kernel receives, as for a Scalar (a flush binds a plan's
         # leaves and scalars by one attribute); ``data`` is never reassigned
@@ -198,7 +199,8 @@ class View(Node):
     __slots__ = ("strides", "offset", "bcast")
 
     def __init__(self, src: Node, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> None:
-        self.shape, self.dtype, self.children, self._key = shape, src.dtype, (src,), None
+        self.shape, self.dtype, self.children = shape, src.dtype, (src,)
+        self._key = ("view", shape, strides, offset)  # (``desc()``, inlined: a broadcast builds one per operand)
         self.strides = strides
         self.offset = offset
         self.bcast = is_broadcast_view(src.shape, shape, strides, offset)

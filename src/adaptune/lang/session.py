@@ -61,20 +61,13 @@ class Taped:
     """A plan found from the tape (``Session.taped``): where its leaves and scalars sit on the tape, the
     trace's node count, and its CUDA graph (None where it allocates per launch, or off CUDA)."""
 
-    __slots__ = ("plan", "inputs", "n_leaves", "nodes", "graph", "out_key")
+    __slots__ = ("plan", "inputs", "n_leaves", "nodes", "graph")
 
     def __init__(self, plan: fuse.Plan, leaves: list[int], scalars: list[int], nodes: int,
                  graph: GraphReplay | None) -> None:
         self.plan, self.nodes, self.graph = plan, nodes, graph
         self.inputs = fuse.items_getter([*leaves, *scalars])  # the plan's input nodes from the tape, in order
         self.n_leaves = len(leaves)
-        self.out_key: tuple | None = None  # the description of the buffer a one-array step hands back
-
-    def remember_out(self, buf: Buffer) -> tuple:
-        """The handed-back buffer's description, computed at the first hit: the next recording reads it
-        without building it again (shape, dtype and ownership are part of this entry's key)."""
-        self.out_key = buf.key
-        return self.out_key
 
     def bind(self, nodes: list[Node]) -> list[Any]:
         """The plan's values from this flush's tape: [leaf buffers..., scalar arguments...] (C calls only)."""
@@ -188,8 +181,7 @@ class Session:
             results = fuse.launch(plan, vals, rt)
         if len(bases) == 1:  # the common step: one array updated (``assign``'s first case, inlined)
             r = roots[0]
-            buf = bases[0].node = Buffer(results[0], r.shape, r.dtype, True)
-            buf._key = hit.out_key or hit.remember_out(buf)  # its description: the same every hit
+            bases[0].node = Buffer(results[0], r.shape, r.dtype, True)
         else:
             self.assign(bases, roots, root_of, results)
         self.flushes += 1
