@@ -39,8 +39,9 @@ def stub_launches(sess: Any) -> None:
     for hit in sess.taped.values():
         plan = hit.plan if hasattr(hit, "plan") else hit[0]
         plan.fast = [(_noop if f[0] is not None else None, *f[1:]) for f in plan.fast]
-        if getattr(plan, "direct", None) is not None:
-            plan.direct = [(_noop, *f[1:]) for f in plan.direct]
+        for name in ("launches", "direct"):  # (a baseline tree's plan may lack either)
+            if getattr(plan, name, None) is not None:
+                setattr(plan, name, [(_noop, *f[1:]) for f in getattr(plan, name)])
 
 
 def measure(calls: int, batches: int) -> dict[str, float]:

@@ -24,7 +24,7 @@ import os
 import pstats
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,20 +232,28 @@ def profile_top(n_calls: int, top: int = 15) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------------------------- end to end
 
-def end_to_end(peers: Peers, sizes: tuple[int, int, int, int], repeats: int) -> dict[str, Any]:
+WORKLOADS = ("heat", "black_scholes", "shallow_water", "nbody")
+
+
+def end_to_end(peers: Peers, sizes: tuple[int, int, int, int], repeats: int,
+               workloads: Sequence[str] = WORKLOADS) -> dict[str, Any]:
     """The lang study's four workloads (its own functions and peers), plus ``anp.jit`` of the same step."""
     side, options, bodies, iters = sizes
     res: dict[str, Any] = {}
-    res["heat"] = bench_heat(peers, side, iters, repeats)
-    res["heat"]["adaptune_jit"] = _jit_heat(side, iters, repeats)
-    res["black_scholes"] = bench_black_scholes(peers, options, iters, repeats)
-    res["black_scholes"]["adaptune_jit"] = _jit_black_scholes(options, iters, repeats)
-    res["black_scholes"]["adaptune_jit_fast_math"] = _jit_black_scholes(options, iters, repeats, fast_math=True)
-    res["shallow_water"] = bench_shallow_water(peers, side, iters, repeats)
-    res["shallow_water"]["adaptune_jit"] = _jit_shallow_water(side, iters, repeats)
-    res["nbody"] = bench_nbody(peers, bodies, max(2, iters // 2), repeats)
-    res["nbody"]["adaptune_jit"] = _jit_nbody(bodies, max(2, iters // 2), repeats)
-    res["nbody"]["host_cpu_us_p50"] = nbody_host_cpu(bodies)
+    if "heat" in workloads:
+        res["heat"] = bench_heat(peers, side, iters, repeats)
+        res["heat"]["adaptune_jit"] = _jit_heat(side, iters, repeats)
+    if "black_scholes" in workloads:
+        res["black_scholes"] = bench_black_scholes(peers, options, iters, repeats)
+        res["black_scholes"]["adaptune_jit"] = _jit_black_scholes(options, iters, repeats)
+        res["black_scholes"]["adaptune_jit_fast_math"] = _jit_black_scholes(options, iters, repeats, fast_math=True)
+    if "shallow_water" in workloads:
+        res["shallow_water"] = bench_shallow_water(peers, side, iters, repeats)
+        res["shallow_water"]["adaptune_jit"] = _jit_shallow_water(side, iters, repeats)
+    if "nbody" in workloads:
+        res["nbody"] = bench_nbody(peers, bodies, max(2, iters // 2), repeats)
+        res["nbody"]["adaptune_jit"] = _jit_nbody(bodies, max(2, iters // 2), repeats)
+        res["nbody"]["host_cpu_us_p50"] = nbody_host_cpu(bodies)
     return res
 
 
@@ -409,6 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cuda", "opencl"), default=None)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--parts", default="overhead,end_to_end,selection")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="end_to_end's workloads (comma-separated)")
     args = ap.parse_args(argv)
     runtime = Runtime(args.device)
     lang_session.use_runtime(runtime)
@@ -421,7 +430,7 @@ def main(argv: list[str] | None = None) -> int:
     stem = f"hotpath_{device_tag(runtime.name)}"
     parts: dict[str, Callable[[], Any]] = {
         "overhead": lambda: overhead(2000 if args.profile != "smoke" else 300),
-        "end_to_end": lambda: end_to_end(peers, sizes, args.repeats),
+        "end_to_end": lambda: end_to_end(peers, sizes, args.repeats, args.workloads.split(",")),
         "selection": lambda: selection.analyse(margin=args.profile != "smoke"),
     }
     for part in args.parts.split(","):

@@ -158,3 +158,27 @@ def test_cuda_graph_of_a_cache_hit_follows_its_scalars_and_buffers():
     sess.cuda_graphs = True
     for got, want in zip(results[0], results[1], strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA graphs: run with ADAPTUNE_LANG_TEST_DEVICE=cuda on a GPU")
+def test_cuda_graph_of_a_step_that_makes_new_arrays_replays_and_stays_exact():
+    """The n-body step's form: every step returns new arrays (outputs allocated per launch); the memory pool
+    hands the blocks of the step before back, so the graphs keyed by those addresses replay."""
+    rng = np.random.default_rng(5)
+    hosts = [rng.random(4096).astype(np.float32) for _ in range(2)]
+    sess = lang_session.session()
+    results = []
+    for graphs in (True, False):
+        sess.cuda_graphs = graphs
+        x, v = (anp.asarray(h) for h in hosts)
+        for i in range(12):
+            x, v = x + np.float32(0.5) * v, v * np.float32(0.9) - np.float32(0.25) * x
+            anp.flush()
+            assert _taped() or i < 2
+        results.append((x.get(), v.get()))
+        if graphs:
+            replays = [hit.graph for hit in sess.taped.values() if hit.graph is not None and hit.graph.graphs]
+            assert replays, "no graph was captured for the allocating step"
+    sess.cuda_graphs = True
+    for got, want in zip(results[0], results[1], strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -154,8 +154,10 @@ class Plan:
     scratch: list[tuple[int, int, np.dtype]] = field(default_factory=list)  # (temporary, n, dtype) to pool
     root_vals: list[int] = field(default_factory=list)
     roots: Callable[[list], Sequence[Any]] = tuple  # the roots' buffers from the value list (one C call)
-    direct: list[tuple] | None = None  # a plan with no temporaries and nothing to allocate: its launches as
-    # (fn, grid, block, getter), run straight from the bound values (the in-place update of a steady loop)
+    launches: list[tuple] = field(default_factory=list)  # per kernel (fn, grid, block, getter)
+    allocs: list[tuple[int, int, np.dtype]] = field(default_factory=list)  # (value index, n, dtype) per launch
+    direct: list[tuple] | None = None  # ``launches`` where a plan has no temporaries and nothing to allocate:
+    # run straight from the bound values (the in-place update of a steady loop)
 
 
 def prepare(plan: Plan) -> Plan:
@@ -193,8 +195,9 @@ def prepare(plan: Plan) -> Plan:
     plan.tmp_init = None if scratch else [None] * plan.n_tmp  # scratch: allocated at the first launch
     plan.root_vals = [base + s if s >= 0 else index_in[-1 - s] for s in plan.root_slots]
     plan.roots = items_getter(plan.root_vals)
-    plan.direct = None if plan.n_tmp or any(outs for *_, outs in fast) else \
-        [(fn, grid, block, getter) for fn, grid, block, getter, _ in fast if fn is not None]
+    plan.launches = [(fn, grid, block, getter) for fn, grid, block, getter, _ in fast if fn is not None]
+    plan.allocs = [out for *_, outs in fast for out in outs]
+    plan.direct = None if plan.n_tmp or plan.allocs else plan.launches
     return plan
 
 
@@ -576,20 +579,28 @@ def launch(plan: Plan, vals: list[Any], runtime: Runtime) -> list[Any]:
     """The cache-hit path: ``vals`` = [leaf buffers..., scalar arguments...] in the plan's slot order (a
     replayed trace binds them without walking a graph); allocates the temporaries, launches, returns the
     roots' buffers. ``vals`` itself is left as it came (a caller may keep it to launch again)."""
-    direct = plan.direct
-    if direct is not None:  # nothing to allocate, no temporaries: launch from the bound values as they are
-        for fn, grid, block, getter in direct:
-            fn(grid, block, getter(vals))
-        return plan.roots(vals)
+    vals = allocate(plan, vals, runtime)
+    launch_allocated(plan, vals)
+    return plan.roots(vals)
+
+
+def allocate(plan: Plan, vals: list[Any], runtime: Runtime) -> list[Any]:
+    """``vals`` and the plan's temporaries, with the outputs allocated per launch (a new list; ``vals`` itself
+    where there is nothing to add: the in-place update of a steady loop)."""
+    if plan.direct is not None:
+        return vals
     init = plan.tmp_init
     vals = vals + (init if init is not None else _pool(plan, runtime))
     alloc = runtime.alloc
-    for fn, grid, block, getter, outs in plan.fast:
-        for i, n, dtype in outs:
-            vals[i] = alloc(n, dtype)
-        if fn is not None:
-            fn(grid, block, getter(vals))
-    return plan.roots(vals)
+    for i, n, dtype in plan.allocs:
+        vals[i] = alloc(n, dtype)
+    return vals
+
+
+def launch_allocated(plan: Plan, vals: list[Any]) -> None:
+    """Launch the plan's kernels on values ``allocate`` completed (allocates nothing: a CUDA graph captures it)."""
+    for fn, grid, block, getter in plan.launches:
+        fn(grid, block, getter(vals))
 
 
 def _pool(plan: Plan, runtime: Runtime) -> list[Any]:

@@ -137,8 +137,7 @@ class _Trace:
         returned = {j for kind, j in _flat_kinds(self.template) if kind == _NEW}
         if returned != set(range(self.n_new)):
             raise _NotReplayable  # arrays computed but not returned: a replay could not hand them back
-        # a graph bakes in the buffers' addresses: only for plans that allocate nothing per call (every result
-        # written in place, intermediates pooled), replayed with the same buffers
+        # a graph bakes in the buffers' addresses: replayed while the bound and allocated buffers repeat
         self.graph = GraphReplay() if graphable(plan, sess.runtime) else None
 
     def replay(self, args: tuple, sess: Session) -> Any:
