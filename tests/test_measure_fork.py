@@ -40,8 +40,7 @@ rows, env = tune_kernel("vadd", SOURCE, n, args, {"mode": [4, 0], "block_size_x"
                         restrictions=["mode == 0 or block_size_x == 64"], answer=[a + b, None, None, None],
                         iterations=2, quiet=True)  # the crash first, then two configurations in a new worker
 out["tune"] = {"worker_start": env["worker_start"], "ok": sum("__error__" not in r for r in rows),
-               "crash": [r.get("adaptune_status", "") + " " + r.get("adaptune_error", "") for r in rows
-                         if r["mode"] == 4]}
+               "crash": [f["status"] + " " + f["error"] for f in env.get("failed_results", []) if f["mode"] == 4]}
 rows, env = tune_kernel("vadd", SOURCE, n, args, {"block_size_x": [128]}, lang="OpenCL", quiet=True)
 out["next_call"] = env["worker_start"]  # the last call's worker may still be closing: forked all the same
 stop = threading.Event()

@@ -90,6 +90,11 @@ def current_cpu() -> int | None:
         return None
 
 
+def _captured(replay: Any) -> bool:
+    """Whether a ``GraphReplay`` holds a captured graph (``graphs`` now; ``graph`` in a baseline tree before
+    acf44c9, which the A/B runs load)."""
+    return replay is not None and bool(getattr(replay, "graphs", None) or getattr(replay, "graph", None))
+
 def overhead(n_calls: int) -> dict[str, Any]:
     """Host time per call of the cached 2-op update: recorded + flushed, and jitted; with the process's plain
     Python speed and cores before and after (``python_loop_us_*``, ``cpus``), to tell a slow process from a slow flush."""
@@ -113,7 +118,7 @@ def overhead(n_calls: int) -> dict[str, Any]:
         out[f"flush_host{tag}_us_p90"] = float(np.percentile(host, 90))
         out[f"record_and_flush{tag}_us_p50"] = float(np.median(rec))
     # any remembered step's graph (the first entry may be a warm-up step's tape, never captured)
-    out["flush_cuda_graph"] = any(hit.graph is not None and hit.graph.graph is not None for hit in sess.taped.values())
+    out["flush_cuda_graph"] = any(_captured(hit.graph) for hit in sess.taped.values())
     sess = lang_session.session()
     for graphs in (True, False) if sess.runtime.graphs else (False,):
         sess.cuda_graphs = graphs
@@ -130,7 +135,7 @@ def overhead(n_calls: int) -> dict[str, Any]:
         out[f"{tag}_us_p90"] = float(np.percentile(calls, 90))
         trace = next(iter(step.traces.values()), None)
         out[f"{tag}_replayed"] = trace is not None and anp.last_flush().cache_hit
-        out[f"{tag}_cuda_graph"] = trace is not None and trace.graph is not None and trace.graph.graph is not None
+        out[f"{tag}_cuda_graph"] = trace is not None and _captured(trace.graph)
     sess.cuda_graphs = True
     want = np.ones(1024, np.float32)
     for _ in range(2 * len(variants) * (n_calls + 50)):  # the plain loops and the jitted ones

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,12 @@ import adaptune
 from adaptune.integrations import kernel_tuner as drop_in
 from adaptune.integrations.kernel_tuner import run_kernel, tune_kernel
 from adaptune.integrations.kt_args import UnsupportedOption, template_instance
+from adaptune.integrations.kt_results import (
+    CompilationFailedConfig,
+    InvalidConfig,
+    RuntimeFailedConfig,
+    stops_kernel_tuner,
+)
 from adaptune.space import ConstraintError
 from adaptune.store import load_kt_cache
 from tests.integrations.kt_kernels import SCALE_2D, VECTOR_ADD
@@ -311,3 +318,31 @@ def test_a_scalar_argument_that_changes_is_a_new_input_not_a_resume(kt_env, vect
     _, same_n = tune_kernel("vector_add", VECTOR_ADD, size, [*args[:3], np.int32(10)], space, quiet=True,
                             iterations=1)
     assert (first["reused"], other_n["reused"], same_n["reused"]) == (0, 0, 3)
+
+
+def test_a_configuration_that_does_not_compile_is_listed_not_returned(kt_env, vector_args):
+    """``reduction.py`` on PoCL: its unroll factor 0 does not compile there. Kernel Tuner raises at it; adaptune
+    goes on, and the script's ``min(results, key=lambda x: x['time'])`` must still find a time in every row."""
+    size, args, _ = vector_args
+    source = VECTOR_ADD.replace("int i = get_global_id(0);",
+                                "int i = get_global_id(0);\n#if block_size_x == 64\n    not C at all;\n#endif")
+    results, env = tune_kernel("vector_add", source, size, args, {"block_size_x": [32, 64, 128]}, quiet=True,
+                               iterations=1)
+    assert sorted(r["block_size_x"] for r in results) == [32, 128]
+    assert min(results, key=lambda x: x["time"])["block_size_x"] in (32, 128)
+    assert [(f["block_size_x"], f["status"]) for f in env["failed_results"]] == [(64, "compile_error")]
+
+
+def test_failed_rows_stay_where_kernel_tuner_keeps_them():
+    """The failures Kernel Tuner 1.5 records and goes past stay rows (its own form); the others it raises at."""
+    shared = {"block_size_x": 32, "__error__": CompilationFailedConfig(), "adaptune_status": "compile_error",
+              "adaptune_error": "ptxas error   : Entry function 'k' uses too much shared data (0x10000 bytes)"}
+    source = {**shared, "adaptune_error": "clBuildProgram failed: BUILD_PROGRAM_FAILURE"}
+    resources = {**shared, "__error__": RuntimeFailedConfig(), "adaptune_status": "launch_error",
+                 "adaptune_error": "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested for launch"}
+    crash = {**resources, "adaptune_error": "the worker died (killed by SIGSEGV); it is restarted"}
+    invalid = {**shared, "__error__": InvalidConfig(), "adaptune_error": "block of 2048 threads (not launched)"}
+    rows = [shared, source, resources, crash, invalid, {"block_size_x": 64, "time": 1.0}]
+    assert [stops_kernel_tuner(r) for r in rows] == [False, True, False, True, False, False]
+    assert pickle.loads(pickle.dumps(shared)) == shared
+    assert json.loads(json.dumps(resources))["__error__"] == "RuntimeFailedConfig"

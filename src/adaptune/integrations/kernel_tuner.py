@@ -50,6 +50,7 @@ from adaptune.integrations.kt_results import (
     environment,
     read_cache,
     result_row,
+    stops_kernel_tuner,
     write_cache,
 )
 from adaptune.measure import runners
@@ -253,14 +254,22 @@ def _rows(results: list[Result], names: list[str], metrics: Any, observables: li
 
 def _finish(rows: list[dict[str, Any]], env: dict[str, Any], names: list[str], metrics: Any,
             objective: tuple[str, bool], quiet: bool, start: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Print and return the rows as Kernel Tuner does. Configurations whose output failed the check are left out
-    of the returned rows (still in the store, the cache and ``env``): Kernel Tuner never returns one -- it stops
-    the run at the first -- so scripts written for it take every row's ``time`` (``cuda/reduction.py``)."""
+    """Print and return the rows as Kernel Tuner does. Configurations whose output failed the check, and failures
+    Kernel Tuner raises at (a compile error of the source, a crash, a hang), are left out of the returned rows
+    (still in the store, the cache and ``env``): Kernel Tuner never returns one -- its run stops at the first --
+    so scripts written for it take every row's ``time`` (``reduction.py``, whose unroll factor 0 does not
+    compile on PoCL). A failure it records and goes past (too much shared memory, say) stays a row."""
     every = rows
-    wrong = [r for r in rows if r.get("adaptune_status") == "wrong_result"]
+    left_out = [r for r in rows if stops_kernel_tuner(r)]
+    if left_out:
+        rows = [r for r in rows if not stops_kernel_tuner(r)]
+    wrong = [r for r in left_out if r["adaptune_status"] == "wrong_result"]
+    failed = [r for r in left_out if r["adaptune_status"] != "wrong_result"]
     if wrong:
-        rows = [r for r in rows if r.get("adaptune_status") != "wrong_result"]
         env["wrong_results"] = [{n: r[n] for n in names} for r in wrong]
+    if failed:
+        env["failed_results"] = [{**{n: r[n] for n in names}, "status": r["adaptune_status"],
+                                  "error": r["adaptune_error"]} for r in failed]
     best = best_row(rows, *objective)
     if best is not None:
         env["best_config"] = best
@@ -276,6 +285,9 @@ def _finish(rows: list[dict[str, Any]], env: dict[str, Any], names: list[str], m
         if wrong:
             print(f"{len(wrong)} configurations failed the output check: left out of the results, listed in "
                   "env['wrong_results']")
+        if failed:
+            print(f"{len(failed)} configurations failed to compile or run (Kernel Tuner would have stopped at "
+                  "the first): left out of the results, listed in env['failed_results']")
     add_total_timings(every, env, (time.perf_counter() - start) * 1e3)
     return rows, env
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import platform
+import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +52,11 @@ class RuntimeFailedConfig(ErrorConfig):
 
 
 FAILURES = {c.__name__: c for c in (InvalidConfig, CompilationFailedConfig, RuntimeFailedConfig)}
+# The failures Kernel Tuner 1.5 records as a row and goes on after (``core.py``: a compile that runs out of
+# shared or local memory, a launch out of resources); at any other it raises, and the caller's script ends.
+KERNEL_TUNER_SKIPS = re.compile(r"uses too much shared data|local memory limit exceeded|local memory \(\d+\) "
+                                r"exceeds limit \(\d+\)|too many resources requested for launch|OUT_OF_RESOURCES|"
+                                r"INVALID_WORK_GROUP_SIZE")
 Metric = str | Callable[[dict[str, Any]], Any]
 
 
@@ -58,6 +64,17 @@ def failure_marker(result: Result) -> ErrorConfig:
     if result.status == Status.LAUNCH_ERROR and result.error.endswith("(not launched)"):
         return InvalidConfig()  # a block the device cannot run: Kernel Tuner leaves it out as invalid
     return FAILURES[STATUS_FAILURE.get(Status(result.status), "RuntimeFailedConfig")]()
+
+
+def stops_kernel_tuner(row: Mapping[str, Any]) -> bool:
+    """A failed row Kernel Tuner 1.5 never returns: it raises at that configuration instead (a wrong output, a
+    compile error of the source, a crash, a hang), so a script written for it reads every row's ``time``."""
+    failure = row.get("__error__")
+    if failure is None or isinstance(failure, InvalidConfig):
+        return False
+    if row.get("adaptune_status") == "wrong_result":
+        return True
+    return KERNEL_TUNER_SKIPS.search(row.get("adaptune_error") or "") is None
 
 
 def compute_metrics(row: dict[str, Any], metrics: Mapping[str, Metric] | None) -> None:
