@@ -3,7 +3,8 @@
 A failed configuration's row is Kernel Tuner 1.5's: its failure in ``__error__`` (Kernel Tuner's ``InvalidConfig``,
 ``CompilationFailedConfig`` or ``RuntimeFailedConfig``, strings that print and serialise as their names) and no
 ``time`` or ``times``; adaptune's own status and error text ride along as ``adaptune_status``/``adaptune_error``.
-The cache keeps the failure in ``time`` too (Kernel Tuner reads both forms).
+The cache keeps the failure in ``time`` too (Kernel Tuner reads both forms). Failures Kernel Tuner raises at
+instead of recording (``stops_kernel_tuner``) are left out of the rows by ``tune_kernel``.
 """
 
 from __future__ import annotations
