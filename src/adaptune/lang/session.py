@@ -59,7 +59,7 @@ def tape_key(items: list[Any], roots: list[Node], epoch: int) -> tuple:
 
 class Taped:
     """A plan found from the tape (``Session.taped``): where its leaves and scalars sit on the tape, the
-    trace's node count, and its CUDA graph (None where it allocates per launch, or off CUDA)."""
+    trace's node count, and its CUDA graphs (None off CUDA)."""
 
     __slots__ = ("plan", "inputs", "n_leaves", "nodes", "graph")
 
