@@ -14,6 +14,7 @@ pytest.importorskip("pyopencl" if DEVICE == "opencl" else "cupy")
 
 import adaptune.numpy as anp  # noqa: E402
 from adaptune.lang import session as lang_session  # noqa: E402
+from adaptune.lang.graphs import GIVE_UP_AFTER  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("lang_runtime")
 
@@ -184,5 +185,24 @@ def test_cuda_graph_of_a_step_that_makes_new_arrays_replays_and_stays_exact():
             assert any(hit.graph is not None and hit.graph.graphs for hit in sess.taped.values()), \
                 "no graph was captured for the allocating step"
         return x, v
+
+    _same_with_and_without_graphs(steps)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="CUDA graphs: run with ADAPTUNE_LANG_TEST_DEVICE=cuda on a GPU")
+def test_a_plan_whose_arguments_never_repeat_stops_keying_graphs_and_stays_exact():
+    """A scalar that changes every step: no graph key comes twice, so after ``GIVE_UP_AFTER`` launches the plan
+    launches kernel by kernel without computing keys."""
+    sess = lang_session.session()
+
+    def steps(hosts):
+        x = anp.asarray(hosts[0])
+        for i in range(GIVE_UP_AFTER + 8):
+            x = x * np.float32(0.5) + np.float32(i)
+            anp.flush()
+        if sess.cuda_graphs:
+            (replay,) = [hit.graph for hit in sess.taped.values() if hit.plan is sess.last_plan]
+            assert replay is not None and not replay.usable
+        return [x]
 
     _same_with_and_without_graphs(steps)
