@@ -201,8 +201,8 @@ def test_a_plan_whose_arguments_never_repeat_stops_keying_graphs_and_stays_exact
             x = x * np.float32(0.5) + np.float32(i)
             anp.flush()
         if sess.cuda_graphs:
-            (replay,) = [hit.graph for hit in sess.taped.values() if hit.plan is sess.last_plan]
-            assert replay is not None and not replay.usable
+            replays = [hit.graph for hit in sess.taped.values() if hit.plan is sess.last_plan]
+            assert any(r is not None and not r.usable for r in replays)
         return [x]
 
     _same_with_and_without_graphs(steps)
