@@ -95,6 +95,7 @@ def _captured(replay: Any) -> bool:
     acf44c9, which the A/B runs load)."""
     return replay is not None and bool(getattr(replay, "graphs", None) or getattr(replay, "graph", None))
 
+
 def overhead(n_calls: int) -> dict[str, Any]:
     """Host time per call of the cached 2-op update: recorded + flushed, and jitted; with the process's plain
     Python speed and cores before and after (``python_loop_us_*``, ``cpus``), to tell a slow process from a slow flush."""
