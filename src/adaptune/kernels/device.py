@@ -8,7 +8,10 @@ stages), so they need a direct array-and-launch interface. Sources are the porta
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
+import weakref
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any, Protocol
@@ -146,6 +149,12 @@ class OpenCLDevice:
         self.cl, self.cla = cl, cla
         self.ctx = context if context is not None else _default_context(cl)
         self.queue = cl.CommandQueue(self.ctx)
+        # Why: a program that ends with work still queued (a flush is asynchronous) can leave PoCL's driver
+        # thread compiling inside LLVM while the process's exit runs LLVM's global destructors: a SIGSEGV after
+        # the last line (CI's run of docs/lang.md's first block; 5 of about 90 runs of it on a cold PoCL cache
+        # here, gdb showing that thread in LLVM's code generator and the main thread in _dl_fini). Python's exit
+        # handlers run before the C library's, so the queue is drained first (it waits for what is queued).
+        atexit.register(_drain, weakref.ref(self))
         self.name = self.ctx.devices[0].name
         self.xp = np
         self._programs: dict[tuple[str, tuple[str, ...]], Any] = {}
@@ -202,6 +211,14 @@ class OpenCLDevice:
 
     def synchronize(self) -> None:
         self.queue.finish()
+
+
+def _drain(device: weakref.ref) -> None:
+    """Wait for a device's queued work at exit (see ``OpenCLDevice``); one already gone or broken is left alone."""
+    dev = device()
+    if dev is not None:
+        with contextlib.suppress(Exception):
+            dev.queue.finish()
 
 
 def _kept_launcher(dev: Any, source: str, name: str, defines: Mapping[str, Any]) -> Kernel:
