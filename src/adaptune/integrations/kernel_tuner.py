@@ -259,10 +259,9 @@ def _finish(rows: list[dict[str, Any]], env: dict[str, Any], names: list[str], m
     (still in the store, the cache and ``env``): Kernel Tuner never returns one -- its run stops at the first --
     so scripts written for it take every row's ``time`` (``reduction.py``, whose unroll factor 0 does not
     compile on PoCL). A failure it records and goes past (too much shared memory, say) stays a row."""
-    every = rows
-    left_out = [r for r in rows if stops_kernel_tuner(r)]
-    if left_out:
-        rows = [r for r in rows if not stops_kernel_tuner(r)]
+    every, rows, left_out = rows, [], []
+    for r in every:
+        (left_out if stops_kernel_tuner(r) else rows).append(r)
     wrong = [r for r in left_out if r["adaptune_status"] == "wrong_result"]
     failed = [r for r in left_out if r["adaptune_status"] != "wrong_result"]
     if wrong:
